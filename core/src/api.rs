@@ -1,0 +1,82 @@
+//! The free functions of the public API: `get`, `put`, `wait`, `cancel`, `nodes`.
+
+use std::time::{Duration, Instant};
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::object_ref::ObjectRef;
+use crate::private::RemoteValue;
+use crate::runtime::{current_or_init, NodeInfo};
+
+/// Blocks until the value of `r` is available and returns it. Inside a task, the task's CPUs are
+/// lent back while it waits, so nested tasks cannot deadlock. See [`get_timeout`] for a bound.
+pub fn get<T: RemoteValue>(r: &ObjectRef<T>) -> Result<T> {
+    let blob = r.runtime().wait_object(r.id(), None)?;
+    codec::decode(&blob)
+}
+
+/// Like [`get`], but gives up with [`Error::Timeout`] after `timeout`.
+pub fn get_timeout<T: RemoteValue>(r: &ObjectRef<T>, timeout: Duration) -> Result<T> {
+    let blob = r.runtime().wait_object(r.id(), Some(Instant::now() + timeout))?;
+    codec::decode(&blob)
+}
+
+/// The values of all `refs`, in order. Fails with the first error in input order.
+pub fn get_all<T: RemoteValue>(refs: &[ObjectRef<T>]) -> Result<Vec<T>> {
+    refs.iter().map(get).collect()
+}
+
+/// Like [`get_all`], with one deadline for all of them.
+pub fn get_all_timeout<T: RemoteValue>(refs: &[ObjectRef<T>], timeout: Duration) -> Result<Vec<T>> {
+    let deadline = Instant::now() + timeout;
+    refs.iter()
+        .map(|r| codec::decode(&r.runtime().wait_object(r.id(), Some(deadline))?))
+        .collect()
+}
+
+/// Stores `value` in the object store of the current runtime and returns a ref to it.
+pub fn put<T: RemoteValue>(value: T) -> Result<ObjectRef<T>> {
+    let bytes = codec::encode(&value)?;
+    let rt = current_or_init();
+    let id = rt.put_bytes(bytes);
+    Ok(ObjectRef::from_raw(id, rt))
+}
+
+/// Waits until `num_returns` of `refs` are settled (have a value or an error) or `timeout`
+/// passes, and returns `(ready, not_ready)`, each in input order.
+pub fn wait<T>(
+    refs: &[ObjectRef<T>],
+    num_returns: usize,
+    timeout: Option<Duration>,
+) -> Result<(Vec<ObjectRef<T>>, Vec<ObjectRef<T>>)> {
+    let Some(first) = refs.first() else { return Ok((Vec::new(), Vec::new())) };
+    let rt = first.runtime();
+    if let Some(r) = refs.iter().find(|r| r.runtime() != rt) {
+        return Err(Error::ForeignObject(r.id()));
+    }
+    let ids: Vec<_> = refs.iter().map(ObjectRef::id).collect();
+    let done = rt.wait_many(&ids, num_returns, timeout);
+    let mut ready = Vec::new();
+    let mut rest = Vec::new();
+    for (r, d) in refs.iter().zip(done) {
+        if d {
+            ready.push(r.clone());
+        } else {
+            rest.push(r.clone());
+        }
+    }
+    Ok((ready, rest))
+}
+
+/// Cancels the task that produces `r`. A queued task never runs; a running one is asked to stop
+/// (see [`is_cancelled`](crate::is_cancelled); `force` is the same in-process, where a thread
+/// cannot be killed). Its `get` returns [`Error::Cancelled`] and tasks depending on it fail.
+/// Cancelling a finished task does nothing.
+pub fn cancel<T>(r: &ObjectRef<T>, force: bool) -> Result<()> {
+    r.runtime().cancel(r.id(), force)
+}
+
+/// The nodes of the current runtime, like `ray.nodes()`.
+pub fn nodes() -> Result<Vec<NodeInfo>> {
+    Ok(current_or_init().nodes())
+}

@@ -1,0 +1,49 @@
+//! The value codec: serde + bincode 2 (standard configuration), in one place.
+//!
+//! Every argument, return value and `put` value goes through here, so the wire format of user
+//! values can change in one module.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::Error;
+
+const CONFIG: bincode::config::Configuration = bincode::config::standard();
+
+/// Encodes `value`.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
+    bincode::serde::encode_to_vec(value, CONFIG).map_err(|e| Error::Codec {
+        op: "encode",
+        type_name: std::any::type_name::<T>(),
+        message: e.to_string(),
+    })
+}
+
+/// Decodes a `T` from all of `bytes`.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    let err = |message: String| Error::Codec {
+        op: "decode",
+        type_name: std::any::type_name::<T>(),
+        message,
+    };
+    let (v, used) = bincode::serde::decode_from_slice(bytes, CONFIG).map_err(|e| err(e.to_string()))?;
+    if used != bytes.len() {
+        return Err(err(format!("{} trailing bytes", bytes.len() - used)));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_typed_errors() {
+        let v = (1u64, "two".to_string(), vec![3.0f64]);
+        let b = encode(&v).unwrap();
+        assert_eq!(decode::<(u64, String, Vec<f64>)>(&b).unwrap(), v);
+        let e = decode::<String>(&[0xff, 0xff]).unwrap_err();
+        assert!(matches!(e, Error::Codec { op: "decode", type_name: "alloc::string::String", .. }));
+        assert!(decode::<u8>(&[1, 2]).is_err(), "trailing bytes are an error");
+    }
+}

@@ -1,0 +1,129 @@
+//! The one error type of the public API.
+
+use std::time::Duration;
+
+use starling_proto::{FailureKind, ObjectId, TaskFailure, TaskId};
+
+pub use starling_proto::RemoteError;
+
+/// Everything that can go wrong in a Starling call.
+///
+/// A failure inside user code is data ([`RemoteError`]: type name, message, backtrace) carried
+/// by [`Error::TaskFailed`]; a task that could not run because an argument's task failed reports
+/// [`Error::UpstreamFailed`], whose `upstream` chain ends at the task where it started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The task panicked or returned `Err`.
+    #[error("task {task} failed (attempt {attempt}): {cause}")]
+    TaskFailed {
+        /// The task.
+        task: TaskId,
+        /// Its last attempt, 0-based.
+        attempt: u32,
+        /// What the user code raised.
+        cause: RemoteError,
+    },
+    /// An argument of the task failed, so the task never ran.
+    #[error("task {task} did not run because an argument failed: {upstream}")]
+    UpstreamFailed {
+        /// The task that did not run.
+        task: TaskId,
+        /// Why its argument failed.
+        upstream: Box<Error>,
+    },
+    /// The task was cancelled.
+    #[error("task {task} was cancelled")]
+    Cancelled {
+        /// The task.
+        task: TaskId,
+    },
+    /// The wait ended before the value arrived.
+    #[error("timed out after {waited:?}")]
+    Timeout {
+        /// How long the call waited.
+        waited: Duration,
+    },
+    /// The worker's binary has no function registered under this name.
+    #[error(
+        "function `{name}` is not registered in build {build}: the worker runs a different \
+         binary, or the function's signature changed"
+    )]
+    FunctionNotFound {
+        /// The function asked for.
+        name: String,
+        /// The worker's build id.
+        build: String,
+    },
+    /// An argument did not decode as the type the function takes.
+    #[error("task {task}: argument could not be decoded: {cause}")]
+    BadArgument {
+        /// The task.
+        task: TaskId,
+        /// The decoder's complaint.
+        cause: RemoteError,
+    },
+    /// The object no longer exists (freed, or its only copy was lost).
+    #[error("object {0} no longer exists")]
+    ObjectLost(ObjectId),
+    /// A value could not be encoded or decoded.
+    #[error("cannot {op} a value of type `{type_name}`: {message}")]
+    Codec {
+        /// `"encode"` or `"decode"`.
+        op: &'static str,
+        /// The Rust type.
+        type_name: &'static str,
+        /// The codec's complaint.
+        message: String,
+    },
+    /// An `ObjectRef` was used with a runtime other than the one that made it.
+    #[error("object {0} belongs to another Starling runtime")]
+    ForeignObject(ObjectId),
+    /// The runtime was shut down.
+    #[error("the Starling runtime is shut down")]
+    ShutDown,
+    /// The runtime could not start.
+    #[error("cannot start the Starling runtime: {0}")]
+    Startup(String),
+}
+
+impl Error {
+    /// The error at the end of an [`Error::UpstreamFailed`] chain.
+    pub fn root_cause(&self) -> &Error {
+        match self {
+            Error::UpstreamFailed { upstream, .. } => upstream.root_cause(),
+            e => e,
+        }
+    }
+
+    /// The user code's error, if this (or its root cause) is a task failure.
+    pub fn remote_error(&self) -> Option<&RemoteError> {
+        match self.root_cause() {
+            Error::TaskFailed { cause, .. } => Some(cause),
+            _ => None,
+        }
+    }
+}
+
+impl From<&TaskFailure> for Error {
+    fn from(f: &TaskFailure) -> Self {
+        let task = f.task;
+        match &f.kind {
+            FailureKind::Application(cause) => {
+                Error::TaskFailed { task, attempt: f.attempt, cause: cause.clone() }
+            }
+            FailureKind::Upstream(up) => {
+                Error::UpstreamFailed { task, upstream: Box::new(Error::from(&**up)) }
+            }
+            FailureKind::Cancelled => Error::Cancelled { task },
+            FailureKind::FunctionNotFound { name, build } => {
+                Error::FunctionNotFound { name: name.clone(), build: build.clone() }
+            }
+            FailureKind::BadArgument(cause) => Error::BadArgument { task, cause: cause.clone() },
+            FailureKind::ObjectLost(o) => Error::ObjectLost(*o),
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,45 @@
+//! Starling: a distributed task-execution engine for Rust, in the style of Ray.
+//!
+//! Mark a function `#[starling::remote]`; calling `f::remote(args)` turns the call into a task
+//! that the scheduler queues and runs on an executor, and gives back an [`ObjectRef`] that
+//! resolves through [`get`] (or `.await`). Arguments may be values or `ObjectRef`s of earlier
+//! tasks: the task runs when they are ready.
+//!
+//! ```
+//! #[starling::remote]
+//! fn add(a: i64, b: i64) -> i64 {
+//!     a + b
+//! }
+//!
+//! # fn main() -> Result<(), starling::Error> {
+//! let rt = starling::Runtime::in_process(2)?;
+//! let _guard = rt.enter();
+//! let x = add::remote(1, 2);
+//! let y = add::remote(&x, 10);
+//! assert_eq!(starling::get(&y)?, 13);
+//! # Ok(()) }
+//! ```
+//!
+//! This crate is the API boundary: nothing public here names a protobuf or gRPC type.
+
+mod api;
+mod codec;
+mod error;
+mod object_ref;
+mod options;
+mod registry;
+mod runtime;
+
+#[doc(hidden)]
+pub mod private;
+#[doc(hidden)]
+pub use private as __private;
+
+pub use api::{cancel, get, get_all, get_all_timeout, get_timeout, nodes, put, wait};
+pub use error::{Error, RemoteError, Result};
+pub use object_ref::{IntoArg, ObjectRef};
+pub use options::TaskOptions;
+pub use runtime::exec::is_cancelled;
+pub use runtime::{current, init, init_with, Config, EnterGuard, NodeInfo, Runtime, RuntimeStats};
+pub use starling_macros::remote;
+pub use starling_proto::{JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, WorkerId};

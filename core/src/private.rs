@@ -1,0 +1,120 @@
+//! Items the `#[remote]` macro expands to. Not public API: names and signatures may change
+//! with any release.
+
+use std::fmt::Display;
+use std::future::Future;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub use crate::registry::Registration;
+pub use inventory;
+
+use crate::codec;
+use crate::error::{Error, RemoteError};
+use crate::object_ref::{ArgValue, IntoArg, ObjectRef};
+use crate::options::TaskOptions;
+
+/// A value that can be a remote function's argument or return value.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an argument or return value of a #[starling::remote] function",
+    label = "not serializable",
+    note = "remote values are serialized: derive `serde::Serialize` and `serde::Deserialize` \
+            for `{Self}` (and make it `Send + 'static`)"
+)]
+pub trait RemoteValue: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> RemoteValue for T {}
+
+/// Compile-time check that `T` is a [`RemoteValue`].
+pub fn assert_remote_value<T: RemoteValue>() {}
+
+/// Why an invocation produced no value.
+#[derive(Debug)]
+pub enum InvokeError {
+    /// An argument did not decode (wrong type, corrupt bytes, wrong count).
+    BadArgument(RemoteError),
+    /// The function returned `Err`.
+    Application(RemoteError),
+}
+
+/// The type-erased entry point of a remote function: encoded arguments in, encoded value out.
+pub type InvokeFn = fn(&[&[u8]]) -> Result<Vec<u8>, InvokeError>;
+
+/// Decodes argument `index` as a `T`.
+pub fn decode_arg<T: RemoteValue>(args: &[&[u8]], index: usize) -> Result<T, InvokeError> {
+    let bytes = args.get(index).ok_or_else(|| {
+        InvokeError::BadArgument(RemoteError::new(
+            "starling::WrongArgumentCount",
+            format!("argument {index} missing: the task carries {} argument(s)", args.len()),
+        ))
+    })?;
+    codec::decode(bytes).map_err(|e| {
+        InvokeError::BadArgument(RemoteError::new(
+            "starling::Codec",
+            format!("argument {index}: {e}"),
+        ))
+    })
+}
+
+/// Encodes a return value.
+pub fn encode_return<T: RemoteValue>(v: &T) -> Result<Vec<u8>, InvokeError> {
+    codec::encode(v)
+        .map_err(|e| InvokeError::Application(RemoteError::new("starling::Codec", e.to_string())))
+}
+
+/// Turns the `Err` of a `Result`-returning function into an application error.
+pub fn app_error<E: Display>(e: E) -> InvokeError {
+    let bt = std::backtrace::Backtrace::capture();
+    let backtrace = match bt.status() {
+        std::backtrace::BacktraceStatus::Captured => bt.to_string(),
+        _ => String::new(),
+    };
+    InvokeError::Application(RemoteError {
+        type_name: std::any::type_name::<E>().to_string(),
+        message: e.to_string(),
+        backtrace,
+    })
+}
+
+/// Runs an `async` remote function to completion on the executor thread (with a current-thread
+/// tokio runtime, so tokio timers and I/O work inside tasks).
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    crate::runtime::exec::block_on(f)
+}
+
+/// Encoded arguments of one call, plus the refs they depend on (kept alive until the task is
+/// registered with the scheduler).
+#[derive(Default)]
+pub struct ArgsBuilder {
+    pub(crate) args: Vec<ArgValue>,
+}
+
+impl ArgsBuilder {
+    /// Room for `n` arguments.
+    pub fn with_capacity(n: usize) -> Self {
+        ArgsBuilder { args: Vec::with_capacity(n) }
+    }
+
+    /// Adds the next argument: a value or an `ObjectRef` of one.
+    pub fn push<T: RemoteValue, A: IntoArg<T>>(&mut self, a: A) {
+        self.args.push(a.into_arg());
+    }
+}
+
+/// Submits a call of `function` on the current runtime (starting the default one if none).
+pub fn submit<R: RemoteValue>(
+    function: &'static str,
+    args: ArgsBuilder,
+    options: TaskOptions,
+) -> ObjectRef<R> {
+    let rt = crate::runtime::current_or_init();
+    let id = rt.submit(function, args, options);
+    ObjectRef::from_raw(id, rt)
+}
+
+#[allow(dead_code)]
+fn _assert_error_is_send_sync() {
+    fn f<T: Send + Sync>() {}
+    f::<Error>();
+}

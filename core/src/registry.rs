@@ -1,0 +1,79 @@
+//! The function registry: every `#[remote]` function of this binary, by its stable name.
+//!
+//! `#[remote]` submits a [`Registration`] with `inventory` at compile time; the first lookup
+//! collects them into a map. Names are `module::path::fn#hash-of-signature`, so a worker running
+//! a different build of a changed function reports `FunctionNotFound` instead of decoding
+//! arguments of the wrong type.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use crate::private::InvokeFn;
+
+/// One registered function (emitted by `#[remote]`).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Registration {
+    pub(crate) name: &'static str,
+    pub(crate) invoke: InvokeFn,
+}
+
+impl Registration {
+    /// A registration of `invoke` under `name`.
+    pub const fn new(name: &'static str, invoke: InvokeFn) -> Self {
+        Registration { name, invoke }
+    }
+}
+
+inventory::collect!(Registration);
+
+pub(crate) struct Entry {
+    pub name: Arc<str>,
+    pub invoke: InvokeFn,
+}
+
+pub(crate) struct Registry {
+    by_name: HashMap<&'static str, Entry>,
+}
+
+impl Registry {
+    pub fn get() -> &'static Registry {
+        static REGISTRY: OnceLock<Registry> = OnceLock::new();
+        REGISTRY.get_or_init(|| {
+            let mut by_name = HashMap::new();
+            for r in inventory::iter::<Registration> {
+                by_name.entry(r.name).or_insert(Entry { name: Arc::from(r.name), invoke: r.invoke });
+            }
+            Registry { by_name }
+        })
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<&Entry> {
+        self.by_name.get(name)
+    }
+
+    /// The shared name of `name`, so every task of a function shares one allocation.
+    pub fn intern(&self, name: &str) -> Arc<str> {
+        match self.by_name.get(name) {
+            Some(e) => e.name.clone(),
+            None => Arc::from(name),
+        }
+    }
+}
+
+/// An id of this build, reported in `FunctionNotFound` errors: the executable's path, size and
+/// modification time, hashed.
+pub(crate) fn build_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let exe = std::env::current_exe().ok();
+        exe.hash(&mut h);
+        if let Some(m) = exe.and_then(|p| std::fs::metadata(p).ok()) {
+            m.len().hash(&mut h);
+            m.modified().ok().hash(&mut h);
+        }
+        format!("{:016x}", h.finish())
+    })
+}

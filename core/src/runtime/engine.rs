@@ -1,0 +1,473 @@
+//! The in-process engine: the scheduler state machine behind one lock, fed by a lock-free inbox,
+//! and a pool of executor threads.
+//!
+//! Every thread that produces an event (a driver submitting, an executor finishing, a dropped
+//! `ObjectRef`) pushes it to the inbox and then tries to take the scheduler lock. Whoever gets
+//! it drains the whole inbox, runs one scheduling pass for the batch, releases the lock, and then
+//! carries out the scheduler's requests (hand a task to an executor, wake waiters, free values).
+//! Threads that miss the lock return at once: the holder re-checks the inbox after unlocking, so
+//! no event is stranded, and under load events are naturally batched.
+//!
+//! # Invariants
+//! - `pending` counts events pushed and not yet handled; it is incremented after the push and
+//!   decremented after the pop, with sequentially consistent ordering, so a holder that sees
+//!   zero after unlocking has handled every event whose pusher failed to take the lock.
+//! - The scheduler lock is never held while user code runs, while waking threads, or while
+//!   taking a store shard lock.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crossbeam::queue::SegQueue;
+use crossbeam::sync::{Parker, Unparker};
+use parking_lot::{Mutex, RwLock};
+use starling_proto::{
+    FailureKind, NodeId, ObjectId, RemoteError, TaskArg, TaskFailure, TaskId, TaskSpec, WorkerId,
+};
+use starling_scheduler::{reactor, Core, TaskOutcome, Transport};
+use starling_worker::store::{Blob, Lookup, ObjectStore};
+
+use super::exec;
+use super::{Config, NodeInfo};
+use crate::error::{Error, Result};
+use crate::object_ref::ArgValue;
+use crate::options::TaskOptions;
+use crate::private::ArgsBuilder;
+use crate::registry::Registry;
+
+/// The one node of an in-process runtime.
+const NODE: NodeId = NodeId(1);
+
+/// Extra executor threads started for workers blocked in `get`, at most.
+const MAX_EXTRA_THREADS: usize = 4096;
+
+pub(crate) enum Event {
+    Submit(Arc<TaskSpec>),
+    Finished(WorkerId, TaskOutcome),
+    Release(ObjectId),
+    Put(ObjectId, u64),
+    FailedPut(ObjectId, Arc<TaskFailure>),
+    Blocked(WorkerId),
+    Unblocked(WorkerId),
+    WorkerAdded(WorkerId),
+}
+
+enum Effect {
+    Dispatch(WorkerId, Arc<TaskSpec>),
+    Failed(ObjectId, Arc<TaskFailure>),
+    Free(ObjectId),
+    SpawnWorker,
+    Cancel(WorkerId, TaskId),
+}
+
+#[derive(Default)]
+struct Effects(Vec<Effect>);
+
+impl Transport for Effects {
+    fn dispatch(&mut self, _node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
+        self.0.push(Effect::Dispatch(worker, task.clone()));
+    }
+    fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
+        self.0.push(Effect::Failed(object, failure.clone()));
+    }
+    fn free_object(&mut self, object: ObjectId, _node: Option<NodeId>) {
+        self.0.push(Effect::Free(object));
+    }
+    fn request_worker(&mut self, _node: NodeId) {
+        self.0.push(Effect::SpawnWorker);
+    }
+    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, _force: bool) {
+        // A thread cannot be killed: the task is told through `starling::is_cancelled()`, and
+        // its late result is dropped by the scheduler and the store.
+        self.0.push(Effect::Cancel(worker, task));
+    }
+}
+
+struct Sched {
+    core: Core,
+    effects: Effects,
+}
+
+/// An executor thread's mailbox.
+pub(crate) struct Slot {
+    pub id: WorkerId,
+    pub tasks: SegQueue<Arc<TaskSpec>>,
+    pub unparker: Unparker,
+    /// The task this executor was told to cancel (0 = none).
+    pub cancelled: AtomicU64,
+}
+
+pub(crate) struct Engine {
+    sched: Mutex<Sched>,
+    inbox: SegQueue<Event>,
+    pending: AtomicUsize,
+    pub(crate) store: ObjectStore,
+    slots: RwLock<Vec<Arc<Slot>>>,
+    next_object: AtomicU64,
+    extra_threads: AtomicUsize,
+    pub(crate) shut_down: AtomicBool,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    registry: &'static Registry,
+    me: Weak<Engine>,
+}
+
+impl Engine {
+    pub fn start(config: Config) -> Result<Arc<Engine>> {
+        exec::install_panic_hook();
+        let mut core = Core::new();
+        reactor::on_node_added(&mut core, NODE, config.resources.clone());
+        let engine = Arc::new_cyclic(|me| Engine {
+            sched: Mutex::new(Sched { core, effects: Effects::default() }),
+            inbox: SegQueue::new(),
+            pending: AtomicUsize::new(0),
+            store: ObjectStore::new(),
+            slots: RwLock::new(Vec::new()),
+            next_object: AtomicU64::new(1),
+            extra_threads: AtomicUsize::new(0),
+            shut_down: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            registry: Registry::get(),
+            me: me.clone(),
+        });
+        for _ in 0..config.threads {
+            engine.spawn_executor()?;
+        }
+        Ok(engine)
+    }
+
+    fn spawn_executor(self: &Arc<Self>) -> Result<()> {
+        let parker = Parker::new();
+        let mut slots = self.slots.write();
+        let id = WorkerId(slots.len() as u64 + 1);
+        let slot = Arc::new(Slot {
+            id,
+            tasks: SegQueue::new(),
+            unparker: parker.unparker().clone(),
+            cancelled: AtomicU64::new(0),
+        });
+        slots.push(slot.clone());
+        drop(slots);
+        let engine = self.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("starling-exec-{}", id.0))
+            .spawn(move || exec::executor_main(engine, slot, parker))
+            .map_err(|e| Error::Startup(format!("cannot start an executor thread: {e}")))?;
+        self.threads.lock().push(handle);
+        self.post(Event::WorkerAdded(id));
+        Ok(())
+    }
+
+    pub fn shutdown(&self) {
+        if self.shut_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for s in self.slots.read().iter() {
+            s.unparker.unpark();
+        }
+        let me = std::thread::current().id();
+        let handles = std::mem::take(&mut *self.threads.lock());
+        for h in handles {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// Queues an event and handles the inbox if no other thread is doing so.
+    pub fn post(&self, ev: Event) {
+        self.inbox.push(ev);
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.pump();
+    }
+
+    fn pump(&self) {
+        while self.pending.load(Ordering::SeqCst) > 0 {
+            let Some(mut guard) = self.sched.try_lock() else { return };
+            let Sched { core, effects } = &mut *guard;
+            let mut handled = 0;
+            while let Some(ev) = self.inbox.pop() {
+                handled += 1;
+                handle(core, effects, ev);
+            }
+            self.pending.fetch_sub(handled, Ordering::SeqCst);
+            reactor::schedule(core, effects);
+            let out = std::mem::take(&mut effects.0);
+            drop(guard);
+            self.apply(out);
+        }
+    }
+
+    fn apply(&self, effects: Vec<Effect>) {
+        if effects.is_empty() {
+            return;
+        }
+        let mut spawn = 0;
+        {
+            let slots = self.slots.read();
+            for e in effects {
+                match e {
+                    Effect::Dispatch(w, task) => {
+                        let slot = &slots[w.0 as usize - 1];
+                        slot.tasks.push(task);
+                        slot.unparker.unpark();
+                    }
+                    Effect::Failed(o, f) => self.store.fail(o, f),
+                    Effect::Free(o) => self.store.remove(o),
+                    Effect::SpawnWorker => spawn += 1,
+                    Effect::Cancel(w, t) => slots[w.0 as usize - 1].cancelled.store(t.0, Ordering::SeqCst),
+                }
+            }
+        }
+        for _ in 0..spawn {
+            self.spawn_extra();
+        }
+    }
+
+    /// Starts one more executor because the existing ones are blocked in `get`.
+    fn spawn_extra(&self) {
+        if self.shut_down.load(Ordering::SeqCst)
+            || self.extra_threads.fetch_add(1, Ordering::SeqCst) >= MAX_EXTRA_THREADS
+        {
+            return;
+        }
+        if let Some(engine) = self.me.upgrade() {
+            let _ = engine.spawn_executor();
+        }
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_object.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn submit(&self, function: &'static str, args: ArgsBuilder, o: TaskOptions) -> ObjectId {
+        let id = TaskId(self.next_id());
+        let mut task_args = Vec::with_capacity(args.args.len());
+        let mut keep = Vec::new();
+        let mut bad = None;
+        for (i, a) in args.args.into_iter().enumerate() {
+            match a {
+                ArgValue::Value(Ok(bytes)) => task_args.push(TaskArg::Inline(bytes)),
+                ArgValue::Value(Err(e)) => {
+                    bad.get_or_insert(RemoteError::new("starling::Codec", format!("argument {i}: {e}")));
+                }
+                ArgValue::Ref(h) => {
+                    if !std::ptr::eq(&*h.rt.engine, self) {
+                        bad.get_or_insert(RemoteError::new(
+                            "starling::ForeignObject",
+                            format!("argument {i}: {}", Error::ForeignObject(h.id)),
+                        ));
+                    }
+                    task_args.push(TaskArg::Object(h.id));
+                    keep.push(h);
+                }
+            }
+        }
+        let object = ObjectId::from(id);
+        if let Some(cause) = bad {
+            let f = TaskFailure { task: id, attempt: 0, kind: FailureKind::BadArgument(cause) };
+            self.post(Event::FailedPut(object, Arc::new(f)));
+            return object;
+        }
+        let spec = TaskSpec {
+            id,
+            function: self.registry.intern(function),
+            args: task_args,
+            resources: o.resources,
+            max_retries: o.max_retries,
+            retry_exceptions: o.retry_exceptions,
+            strategy: o.strategy,
+            attempt: 0,
+        };
+        self.post(Event::Submit(Arc::new(spec)));
+        // The argument refs may drop now: the scheduler counts the task's use of them.
+        drop(keep);
+        object
+    }
+
+    pub fn put(&self, bytes: Vec<u8>) -> ObjectId {
+        let id = ObjectId(self.next_id());
+        let size = bytes.len() as u64;
+        self.store.put(id, Blob::new(bytes));
+        self.post(Event::Put(id, size));
+        id
+    }
+
+    pub fn release(&self, id: ObjectId) {
+        if !self.shut_down.load(Ordering::Relaxed) {
+            self.post(Event::Release(id));
+        }
+    }
+
+    pub fn poll_object(&self, id: ObjectId, waker: &Waker) -> Poll<Result<Blob>> {
+        match self.store.lookup(id, Some(waker)) {
+            Lookup::Ready(b) => Poll::Ready(Ok(b)),
+            Lookup::Failed(f) => Poll::Ready(Err(Error::from(&*f))),
+            Lookup::Pending if self.shut_down.load(Ordering::SeqCst) => {
+                Poll::Ready(Err(Error::ShutDown))
+            }
+            Lookup::Pending => Poll::Pending,
+        }
+    }
+
+    /// Blocks until `id` settles or `deadline` passes. An executor thread lends its CPUs back
+    /// while it waits.
+    pub fn wait_object(&self, id: ObjectId, deadline: Option<Instant>) -> Result<Blob> {
+        let start = Instant::now();
+        let settled = |l: Lookup| match l {
+            Lookup::Ready(b) => Some(Ok(b)),
+            Lookup::Failed(f) => Some(Err(Error::from(&*f))),
+            Lookup::Pending => None,
+        };
+        if let Some(r) = settled(self.store.lookup(id, None)) {
+            return r;
+        }
+        // Short tasks finish within microseconds: spin briefly before paying for a park/unpark.
+        for i in 0..exec::SPIN_ROUNDS {
+            exec::backoff(i);
+            if self.store.is_settled(id) {
+                if let Some(r) = settled(self.store.lookup(id, None)) {
+                    return r;
+                }
+            }
+        }
+        let worker = exec::current_worker(self);
+        if let Some(w) = worker {
+            self.post(Event::Blocked(w));
+        }
+        let waker = exec::thread_waker();
+        let result = loop {
+            if let Some(r) = settled(self.store.lookup(id, Some(&waker))) {
+                break r;
+            }
+            if self.shut_down.load(Ordering::SeqCst) {
+                break Err(Error::ShutDown);
+            }
+            match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break Err(Error::Timeout { waited: now - start });
+                    }
+                    std::thread::park_timeout(d - now);
+                }
+                None => std::thread::park_timeout(Duration::from_millis(200)),
+            }
+        };
+        if let Some(w) = worker {
+            self.post(Event::Unblocked(w));
+        }
+        result
+    }
+
+    /// Waits until `num_returns` of `ids` settled or `timeout` passes; returns which settled.
+    pub fn wait_many(&self, ids: &[ObjectId], num_returns: usize, timeout: Option<Duration>) -> Vec<bool> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let waker = exec::thread_waker();
+        let worker = exec::current_worker(self);
+        let mut blocked = false;
+        let mut done = vec![false; ids.len()];
+        loop {
+            let mut n = 0;
+            for (i, id) in ids.iter().enumerate() {
+                if !done[i] {
+                    done[i] = !matches!(self.store.lookup(*id, Some(&waker)), Lookup::Pending);
+                }
+                n += usize::from(done[i]);
+            }
+            if n >= num_returns.min(ids.len()) || self.shut_down.load(Ordering::SeqCst) {
+                break;
+            }
+            let park = match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    d - now
+                }
+                None => Duration::from_millis(200),
+            };
+            if let (Some(w), false) = (worker, blocked) {
+                self.post(Event::Blocked(w));
+                blocked = true;
+            }
+            std::thread::park_timeout(park);
+        }
+        if let (Some(w), true) = (worker, blocked) {
+            self.post(Event::Unblocked(w));
+        }
+        done
+    }
+
+    pub fn cancel(&self, id: ObjectId, force: bool) -> Result<()> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown);
+        }
+        let out = {
+            let mut guard = self.sched.lock();
+            let Sched { core, effects } = &mut *guard;
+            reactor::on_cancel(core, effects, id.task(), force);
+            std::mem::take(&mut effects.0)
+        };
+        self.apply(out);
+        // Events that arrived while we held the lock with `lock()` (not `try_lock`) still wait.
+        self.pump();
+        Ok(())
+    }
+
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        let core_nodes = self.sched.lock().core.nodes();
+        core_nodes
+            .into_iter()
+            .map(|n| NodeInfo {
+                id: n.id,
+                address: "in-process".into(),
+                resources: n.total,
+                available: n.available,
+                alive: n.alive && !self.shut_down.load(Ordering::SeqCst),
+            })
+            .collect()
+    }
+
+    /// Scheduler counters and queue lengths, after handling every queued event.
+    pub fn stats(&self) -> super::RuntimeStats {
+        self.pump();
+        let g = self.sched.lock();
+        let s = g.core.stats();
+        super::RuntimeStats {
+            submitted: s.submitted,
+            succeeded: s.succeeded,
+            failed: s.failed,
+            retried: s.retried,
+            live_tasks: g.core.live_tasks() as u64,
+            queued_tasks: g.core.queued_tasks() as u64,
+            running_tasks: g.core.running_tasks() as u64,
+            objects: g.core.object_count() as u64,
+            objects_freed: s.objects_freed,
+            store_bytes: self.store.bytes_used(),
+        }
+    }
+
+    pub(crate) fn is_cancelled(&self, task: TaskId) -> bool {
+        self.slots.read().iter().any(|s| s.cancelled.load(Ordering::SeqCst) == task.0)
+    }
+
+    pub(crate) fn registry(&self) -> &'static Registry {
+        self.registry
+    }
+}
+
+fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
+    match ev {
+        Event::Submit(spec) => reactor::on_submit_arc(core, effects, spec),
+        Event::Finished(w, outcome) => reactor::on_task_finished(core, effects, w, outcome),
+        Event::Release(o) => reactor::on_release(core, effects, o),
+        Event::Put(o, size) => reactor::on_put(core, o, NODE, size),
+        Event::FailedPut(o, f) => reactor::on_failed_put(core, effects, o, f),
+        Event::Blocked(w) => reactor::on_worker_blocked(core, w),
+        Event::Unblocked(w) => reactor::on_worker_unblocked(core, w),
+        Event::WorkerAdded(w) => reactor::on_worker_added(core, NODE, w),
+    }
+}

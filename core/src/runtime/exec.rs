@@ -1,0 +1,224 @@
+//! Executor threads: where task bodies run, never on an I/O runtime's threads.
+//!
+//! An executor pops tasks from its mailbox, resolves their arguments from the store (sharing the
+//! bytes, not copying them), runs the function under `catch_unwind`, stores the value, and
+//! reports the outcome. Idle executors spin briefly, then yield, then park: a burst of short
+//! tasks never pays for a futex wake, and an idle runtime costs no CPU.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Once};
+use std::task::{Wake, Waker};
+use std::time::Duration;
+
+use crossbeam::sync::Parker;
+use starling_proto::{ObjectId, RemoteError, TaskArg, TaskId, TaskSpec, WorkerId};
+use starling_scheduler::TaskOutcome;
+use starling_worker::store::{Blob, Lookup};
+
+use super::engine::{Engine, Event, Slot};
+use super::Runtime;
+use crate::private::InvokeError;
+use crate::registry::build_id;
+
+/// Rounds of spinning/yielding before a waiting thread parks.
+pub(crate) const SPIN_ROUNDS: u32 = 200;
+
+/// Spin for the first rounds, then yield the core (on a 2-core machine a spinning waiter must
+/// not starve the thread it waits for).
+#[inline]
+pub(crate) fn backoff(round: u32) {
+    if round < 32 {
+        for _ in 0..(1 << (round / 4).min(6)) {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+struct ExecContext {
+    engine: *const Engine,
+    worker: WorkerId,
+    task: TaskId,
+}
+
+thread_local! {
+    static CONTEXT: Cell<Option<ExecContext>> = const { Cell::new(None) };
+    static PANIC: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+    static WAKER: Waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    static TOKIO: RefCell<Option<tokio::runtime::Runtime>> = const { RefCell::new(None) };
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A waker that unparks this thread.
+pub(crate) fn thread_waker() -> Waker {
+    WAKER.with(Waker::clone)
+}
+
+/// The worker id of this thread if it is an executor of `engine`.
+pub(crate) fn current_worker(engine: &Engine) -> Option<WorkerId> {
+    CONTEXT.with(|c| {
+        let ctx = c.take();
+        let w = ctx.as_ref().filter(|x| std::ptr::eq(x.engine, engine)).map(|x| x.worker);
+        c.set(ctx);
+        w
+    })
+}
+
+/// The task this thread is executing, if any.
+pub(crate) fn current_task() -> Option<TaskId> {
+    CONTEXT.with(|c| {
+        let ctx = c.take();
+        let t = ctx.as_ref().map(|x| x.task);
+        c.set(ctx);
+        t
+    })
+}
+
+/// Installs (once) a panic hook that, on executor threads, records the message and a backtrace
+/// for the task's error instead of printing them; other threads keep the previous hook.
+pub(crate) fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_task = CONTEXT.with(|c| {
+                let ctx = c.take();
+                let yes = ctx.is_some();
+                c.set(ctx);
+                yes
+            });
+            if !in_task {
+                return prev(info);
+            }
+            let msg = panic_message(info.payload());
+            let location = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+            let bt = std::backtrace::Backtrace::force_capture().to_string();
+            PANIC.with(|p| *p.borrow_mut() = Some((format!("{msg}{location}"), bt)));
+        }));
+    });
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// Runs a future to completion on this thread's current-thread tokio runtime.
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
+    TOKIO.with(|t| {
+        let mut t = t.borrow_mut();
+        let rt = t.get_or_insert_with(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .expect("a current-thread tokio runtime")
+        });
+        rt.block_on(f)
+    })
+}
+
+pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker) {
+    super::set_thread_runtime(Some(Runtime { engine: engine.clone() }));
+    loop {
+        if let Some(task) = slot.tasks.pop() {
+            let outcome = run(&engine, &slot, &task);
+            engine.post(Event::Finished(slot.id, outcome));
+            continue;
+        }
+        if engine.shut_down.load(Ordering::SeqCst) {
+            break;
+        }
+        let mut round = 0;
+        while slot.tasks.is_empty() && round < SPIN_ROUNDS {
+            backoff(round);
+            round += 1;
+        }
+        if slot.tasks.is_empty() && !engine.shut_down.load(Ordering::SeqCst) {
+            parker.park_timeout(Duration::from_millis(500));
+        }
+    }
+    super::set_thread_runtime(None);
+}
+
+fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
+    let Some(entry) = engine.registry().lookup(&task.function) else {
+        return TaskOutcome::FunctionNotFound { build: build_id().to_string() };
+    };
+    // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
+    let mut blobs: Vec<Blob> = Vec::new();
+    for a in &task.args {
+        if let TaskArg::Object(o) = a {
+            match engine.store.lookup(*o, None) {
+                Lookup::Ready(b) => blobs.push(b),
+                _ => return lost_argument(*o),
+            }
+        }
+    }
+    let mut next_blob = blobs.iter();
+    let args: Vec<&[u8]> = task
+        .args
+        .iter()
+        .map(|a| match a {
+            TaskArg::Inline(b) => b.as_slice(),
+            TaskArg::Object(_) => next_blob.next().map(|b| &**b).unwrap_or(&[]),
+        })
+        .collect();
+
+    CONTEXT.with(|c| {
+        c.set(Some(ExecContext { engine, worker: slot.id, task: task.id }))
+    });
+    let result = catch_unwind(AssertUnwindSafe(|| (entry.invoke)(&args)));
+    CONTEXT.with(|c| c.set(None));
+
+    match result {
+        Ok(Ok(bytes)) => {
+            let size = bytes.len() as u64;
+            if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
+                engine.store.put(ObjectId::from(task.id), Blob::new(bytes));
+            }
+            TaskOutcome::Stored { size }
+        }
+        Ok(Err(InvokeError::Application(e))) => TaskOutcome::Failed(e),
+        Ok(Err(InvokeError::BadArgument(e))) => TaskOutcome::BadArgument(e),
+        Err(payload) => {
+            let (message, backtrace) = PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| (panic_message(&*payload), String::new()));
+            TaskOutcome::Failed(RemoteError { type_name: "panic".into(), message, backtrace })
+        }
+    }
+}
+
+fn lost_argument(o: ObjectId) -> TaskOutcome {
+    TaskOutcome::BadArgument(RemoteError::new(
+        "starling::ObjectLost",
+        format!("argument object {o} no longer exists"),
+    ))
+}
+
+/// Whether the task running on this thread was cancelled (cooperative cancellation: a long task
+/// can poll this and return early).
+pub fn is_cancelled() -> bool {
+    let Some(task) = current_task() else { return false };
+    let Some(rt) = super::current() else { return false };
+    rt.engine.is_cancelled(task)
+}

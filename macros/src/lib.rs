@@ -1,0 +1,53 @@
+//! Procedural macros for Starling, re-exported by the `starling` crate.
+//!
+//! `#[starling::remote]` turns a free function into a remote function: the function itself stays as
+//! it is, and next to it the macro emits a braced unit struct with the same name. Braced structs live
+//! only in the type namespace, so `add(1, 2)` still calls the function while `add::remote(1, 2)`
+//! submits a task. The struct carries:
+//!
+//! - `NAME`, the stable registered name: `module_path!()::add#<FNV-1a hash of the signature>`;
+//! - `remote(..)` and `options()`, the typed stubs that encode arguments and call
+//!   `starling::__private::submit`;
+//! - `__invoke`, the `bytes -> bytes` invoker that workers look up by `NAME` through `inventory`.
+//!
+//! The macro only checks what it can see in tokens (no generics, no references, plain argument
+//! names, known options); whether a type is serializable is left to the compiler, through
+//! `starling::__private::assert_remote_value` checks spanned at each type so the error points there.
+//!
+//! Module map: [`options`] parses the attribute, [`signature`] validates the function and derives the
+//! argument and return shapes, [`hash`] prints types canonically and hashes them, [`expand`] writes
+//! the generated code.
+
+use proc_macro::TokenStream;
+
+mod expand;
+mod hash;
+mod options;
+mod signature;
+
+/// Makes a free function callable as a Starling task.
+///
+/// ```text
+/// #[starling::remote]
+/// fn add(a: i64, b: i64) -> i64 { a + b }
+///
+/// #[starling::remote(num_cpus = 0.5, num_gpus = 1, resources(tpu = 1.0, "my-res" = 2),
+///                    max_retries = 5, retry_exceptions = true)]
+/// async fn work(x: Vec<u8>) -> Result<u64, std::io::Error> { Ok(x.len() as u64) }
+///
+/// let r = add::remote(1, 2);                        // ObjectRef<i64>
+/// let s = add::remote(r.clone(), 10);               // depends on r
+/// let t = add::options().num_cpus(2.0).remote(1, &s);
+/// add(1, 2);                                        // still an ordinary function
+/// ```
+///
+/// Arguments and return values must be serde-serializable and owned (`'static`). A `Result<T, E>`
+/// return (any type whose last path segment is `Result`, such as `io::Result<T>`) makes the task's
+/// value `T`; an `Err` fails the task with `E`'s `Display` text.
+///
+/// Options, all optional: `num_cpus = f64`, `num_gpus = f64`, `resources(name = f64, "other-name" =
+/// f64, ..)`, `max_retries = u32`, `retry_exceptions = bool`, `scheduling_strategy = expr`.
+#[proc_macro_attribute]
+pub fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand::remote(attr.into(), item.into()).into()
+}

@@ -1,0 +1,182 @@
+//! Task specs and task failures: what the scheduler queues and what a failed task leaves behind.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::{NodeId, ObjectId, ResourceSet, TaskId};
+
+/// The registered name of a remote function: `module::path::name#signature-hash`.
+/// Shared, because every call of a function carries it.
+pub type FunctionName = Arc<str>;
+
+/// One argument of a task: an encoded value carried inline, or a dependency on an object.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TaskArg {
+    /// The encoded value itself.
+    Inline(Vec<u8>),
+    /// The value of this object, once it exists. The task waits for it.
+    Object(ObjectId),
+}
+
+impl fmt::Debug for TaskArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskArg::Inline(b) => write!(f, "Inline({} B)", b.len()),
+            TaskArg::Object(o) => write!(f, "Object({o})"),
+        }
+    }
+}
+
+/// Where a task may run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SchedulingStrategy {
+    /// Pack onto the first nodes until they are half used, then spread (Ray's hybrid policy).
+    #[default]
+    Default,
+    /// Spread tasks over all nodes that can take them.
+    Spread,
+    /// Run on this node; if `soft`, fall back to the default policy when it cannot.
+    NodeAffinity {
+        /// The node.
+        node: NodeId,
+        /// Whether another node may be used when this one is dead or lacks resources.
+        soft: bool,
+    },
+}
+
+/// Everything the scheduler needs to know about a task. Arguments are opaque bytes.
+#[derive(Clone, Debug)]
+pub struct TaskSpec {
+    /// The task; its return object has the same number.
+    pub id: TaskId,
+    /// The registered function to call.
+    pub function: FunctionName,
+    /// Arguments in call order.
+    pub args: Vec<TaskArg>,
+    /// What one run of the task holds while it runs.
+    pub resources: ResourceSet,
+    /// How many times a failed run may be retried.
+    pub max_retries: u32,
+    /// Whether an application error (panic or `Err`) is retried, not only a lost worker.
+    pub retry_exceptions: bool,
+    /// Placement policy.
+    pub strategy: SchedulingStrategy,
+    /// Which run this is: 0 for the first, 1 for the first retry, ...
+    pub attempt: u32,
+}
+
+impl TaskSpec {
+    /// The object this task returns.
+    #[inline]
+    pub fn return_object(&self) -> ObjectId {
+        ObjectId::from(self.id)
+    }
+
+    /// The objects this task waits for, in argument order (may repeat).
+    pub fn dependencies(&self) -> impl Iterator<Item = ObjectId> + '_ {
+        self.args.iter().filter_map(|a| match a {
+            TaskArg::Object(o) => Some(*o),
+            TaskArg::Inline(_) => None,
+        })
+    }
+}
+
+/// An error raised by user code: a panic or an `Err` return, as data.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RemoteError {
+    /// The Rust type of the error (`"core::num::ParseIntError"`), or `"panic"`.
+    pub type_name: String,
+    /// Its `Display` text, or the panic message.
+    pub message: String,
+    /// Where it happened, if a backtrace was captured (empty otherwise).
+    pub backtrace: String,
+}
+
+impl RemoteError {
+    /// A new error without a backtrace.
+    pub fn new(type_name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { type_name: type_name.into(), message: message.into(), backtrace: String::new() }
+    }
+}
+
+impl fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.type_name, self.message)
+    }
+}
+
+impl fmt::Debug for RemoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")?;
+        if !self.backtrace.is_empty() {
+            write!(f, "\n{}", self.backtrace)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a task produced no value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The function panicked or returned `Err`.
+    Application(RemoteError),
+    /// An argument's task failed; this is that failure.
+    Upstream(Arc<TaskFailure>),
+    /// The task was cancelled before it produced a value.
+    Cancelled,
+    /// No worker has this function in its registry.
+    FunctionNotFound {
+        /// The function asked for.
+        name: String,
+        /// The build the worker runs.
+        build: String,
+    },
+    /// The argument could not be decoded as the type the function takes.
+    BadArgument(RemoteError),
+    /// An argument object no longer exists (freed, or its only copy was lost).
+    ObjectLost(ObjectId),
+}
+
+/// A task's failure, as the scheduler records it and every `get` downstream sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskFailure {
+    /// The task that failed.
+    pub task: TaskId,
+    /// Its last attempt (0-based).
+    pub attempt: u32,
+    /// Why.
+    pub kind: FailureKind,
+}
+
+impl TaskFailure {
+    /// The failure at the end of an `Upstream` chain: the task where it started.
+    pub fn root(&self) -> &TaskFailure {
+        match &self.kind {
+            FailureKind::Upstream(up) => up.root(),
+            _ => self,
+        }
+    }
+}
+
+impl fmt::Display for TaskFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            FailureKind::Application(e) => {
+                write!(f, "task {} failed (attempt {}): {e}", self.task, self.attempt)
+            }
+            FailureKind::Upstream(up) => {
+                write!(f, "task {} not run: its argument failed <- {up}", self.task)
+            }
+            FailureKind::Cancelled => write!(f, "task {} was cancelled", self.task),
+            FailureKind::FunctionNotFound { name, build } => {
+                write!(f, "task {}: function `{name}` not found in build {build}", self.task)
+            }
+            FailureKind::BadArgument(e) => {
+                write!(f, "task {}: an argument could not be decoded: {e}", self.task)
+            }
+            FailureKind::ObjectLost(o) => {
+                write!(f, "task {}: its argument object {o} no longer exists", self.task)
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Conversions between the domain types and their protobuf form.
+//!
+//! Encoding goes through the private generated types, so callers only ever see bytes and domain
+//! types. Decoding validates: an unknown enum, a missing field or malformed bytes is a
+//! [`DecodeError`], never a panic.
+
+use std::sync::Arc;
+
+use prost::Message;
+
+use crate::{
+    pb, FailureKind, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy, TaskArg,
+    TaskFailure, TaskId, TaskSpec,
+};
+
+/// Bytes that do not decode into the expected message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed message: {}", self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<prost::DecodeError> for DecodeError {
+    fn from(e: prost::DecodeError) -> Self {
+        DecodeError(e.to_string())
+    }
+}
+
+impl From<&ResourceSet> for pb::Resources {
+    fn from(r: &ResourceSet) -> Self {
+        pb::Resources {
+            amounts: r
+                .iter_units()
+                .map(|(n, u)| pb::ResourceAmount { name: n.to_string(), milli4: u })
+                .collect(),
+        }
+    }
+}
+
+impl From<pb::Resources> for ResourceSet {
+    fn from(r: pb::Resources) -> Self {
+        let mut s = ResourceSet::new();
+        for a in r.amounts {
+            s.set_units(&a.name, a.milli4);
+        }
+        s
+    }
+}
+
+impl From<&TaskSpec> for pb::TaskSpec {
+    fn from(t: &TaskSpec) -> Self {
+        use pb::scheduling_strategy::Kind;
+        let strategy = match t.strategy {
+            SchedulingStrategy::Default => Kind::Default(true),
+            SchedulingStrategy::Spread => Kind::Spread(true),
+            SchedulingStrategy::NodeAffinity { node, soft } => {
+                Kind::NodeAffinity(pb::NodeAffinity { node: node.0, soft })
+            }
+        };
+        pb::TaskSpec {
+            task_id: t.id.0,
+            function: t.function.to_string(),
+            args: t
+                .args
+                .iter()
+                .map(|a| pb::TaskArg {
+                    kind: Some(match a {
+                        TaskArg::Inline(b) => pb::task_arg::Kind::Inline(b.clone()),
+                        TaskArg::Object(o) => pb::task_arg::Kind::Object(o.0),
+                    }),
+                })
+                .collect(),
+            resources: Some((&t.resources).into()),
+            max_retries: t.max_retries,
+            retry_exceptions: t.retry_exceptions,
+            strategy: Some(pb::SchedulingStrategy { kind: Some(strategy) }),
+            attempt: t.attempt,
+        }
+    }
+}
+
+impl TryFrom<pb::TaskSpec> for TaskSpec {
+    type Error = DecodeError;
+
+    fn try_from(t: pb::TaskSpec) -> Result<Self, DecodeError> {
+        use pb::scheduling_strategy::Kind;
+        let args = t
+            .args
+            .into_iter()
+            .map(|a| match a.kind {
+                Some(pb::task_arg::Kind::Inline(b)) => Ok(TaskArg::Inline(b)),
+                Some(pb::task_arg::Kind::Object(o)) => Ok(TaskArg::Object(ObjectId(o))),
+                None => Err(DecodeError("task argument without a value".into())),
+            })
+            .collect::<Result<_, _>>()?;
+        let strategy = match t.strategy.and_then(|s| s.kind) {
+            None | Some(Kind::Default(_)) => SchedulingStrategy::Default,
+            Some(Kind::Spread(_)) => SchedulingStrategy::Spread,
+            Some(Kind::NodeAffinity(a)) => {
+                SchedulingStrategy::NodeAffinity { node: NodeId(a.node), soft: a.soft }
+            }
+        };
+        if t.function.is_empty() {
+            return Err(DecodeError("task without a function name".into()));
+        }
+        Ok(TaskSpec {
+            id: TaskId(t.task_id),
+            function: Arc::from(t.function),
+            args,
+            resources: t.resources.map(Into::into).unwrap_or_default(),
+            max_retries: t.max_retries,
+            retry_exceptions: t.retry_exceptions,
+            strategy,
+            attempt: t.attempt,
+        })
+    }
+}
+
+impl From<&RemoteError> for pb::RemoteError {
+    fn from(e: &RemoteError) -> Self {
+        pb::RemoteError {
+            type_name: e.type_name.clone(),
+            message: e.message.clone(),
+            backtrace: e.backtrace.clone(),
+        }
+    }
+}
+
+impl From<pb::RemoteError> for RemoteError {
+    fn from(e: pb::RemoteError) -> Self {
+        RemoteError { type_name: e.type_name, message: e.message, backtrace: e.backtrace }
+    }
+}
+
+impl From<&TaskFailure> for pb::TaskFailure {
+    fn from(f: &TaskFailure) -> Self {
+        use pb::task_failure::Kind;
+        let kind = match &f.kind {
+            FailureKind::Application(e) => Kind::Application(e.into()),
+            FailureKind::Upstream(up) => Kind::Upstream(Box::new((&**up).into())),
+            FailureKind::Cancelled => Kind::Cancelled(true),
+            FailureKind::FunctionNotFound { name, build } => {
+                Kind::FunctionNotFound(format!("{name}\n{build}"))
+            }
+            FailureKind::BadArgument(e) => Kind::Application(pb::RemoteError {
+                type_name: format!("bad-argument:{}", e.type_name),
+                message: e.message.clone(),
+                backtrace: e.backtrace.clone(),
+            }),
+            FailureKind::ObjectLost(o) => Kind::ObjectLost(o.0),
+        };
+        pb::TaskFailure { task_id: f.task.0, attempt: f.attempt, kind: Some(kind) }
+    }
+}
+
+impl TryFrom<pb::TaskFailure> for TaskFailure {
+    type Error = DecodeError;
+
+    fn try_from(f: pb::TaskFailure) -> Result<Self, DecodeError> {
+        use pb::task_failure::Kind;
+        let kind = match f.kind {
+            Some(Kind::Application(e)) => match e.type_name.strip_prefix("bad-argument:") {
+                Some(t) => FailureKind::BadArgument(RemoteError {
+                    type_name: t.to_string(),
+                    message: e.message,
+                    backtrace: e.backtrace,
+                }),
+                None => FailureKind::Application(e.into()),
+            },
+            Some(Kind::Upstream(up)) => FailureKind::Upstream(Arc::new((*up).try_into()?)),
+            Some(Kind::Cancelled(_)) => FailureKind::Cancelled,
+            Some(Kind::FunctionNotFound(s)) => {
+                let (name, build) = s.split_once('\n').unwrap_or((&s, ""));
+                FailureKind::FunctionNotFound { name: name.into(), build: build.into() }
+            }
+            Some(Kind::ObjectLost(o)) => FailureKind::ObjectLost(ObjectId(o)),
+            None => return Err(DecodeError("task failure without a kind".into())),
+        };
+        Ok(TaskFailure { task: TaskId(f.task_id), attempt: f.attempt, kind })
+    }
+}
+
+/// Encodes a task spec as protobuf bytes.
+pub fn encode_task(t: &TaskSpec) -> Vec<u8> {
+    pb::TaskSpec::from(t).encode_to_vec()
+}
+
+/// Decodes protobuf bytes into a task spec.
+pub fn decode_task(bytes: &[u8]) -> Result<TaskSpec, DecodeError> {
+    pb::TaskSpec::decode(bytes)?.try_into()
+}
+
+/// Encodes a task failure as protobuf bytes.
+pub fn encode_failure(f: &TaskFailure) -> Vec<u8> {
+    pb::TaskFailure::from(f).encode_to_vec()
+}
+
+/// Decodes protobuf bytes into a task failure.
+pub fn decode_failure(bytes: &[u8]) -> Result<TaskFailure, DecodeError> {
+    pb::TaskFailure::decode(bytes)?.try_into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> TaskSpec {
+        TaskSpec {
+            id: TaskId(7),
+            function: Arc::from("demo::add#1234"),
+            args: vec![TaskArg::Inline(vec![1, 2, 3]), TaskArg::Object(ObjectId(3))],
+            resources: ResourceSet::cpus(0.5).with("tpu", 1.0),
+            max_retries: 3,
+            retry_exceptions: true,
+            strategy: SchedulingStrategy::NodeAffinity { node: NodeId(2), soft: true },
+            attempt: 1,
+        }
+    }
+
+    #[test]
+    fn task_spec_round_trips() {
+        let t = spec();
+        let back = decode_task(&encode_task(&t)).unwrap();
+        assert_eq!(back.id, t.id);
+        assert_eq!(back.function, t.function);
+        assert_eq!(back.args, t.args);
+        assert_eq!(back.resources, t.resources);
+        assert_eq!(back.strategy, t.strategy);
+        assert_eq!((back.max_retries, back.retry_exceptions, back.attempt), (3, true, 1));
+    }
+
+    #[test]
+    fn failure_chain_round_trips() {
+        let root = TaskFailure {
+            task: TaskId(1),
+            attempt: 2,
+            kind: FailureKind::Application(RemoteError::new("panic", "boom")),
+        };
+        let f = TaskFailure { task: TaskId(2), attempt: 0, kind: FailureKind::Upstream(root.into()) };
+        let back = decode_failure(&encode_failure(&f)).unwrap();
+        assert_eq!(back, f);
+        assert_eq!(back.root().task, TaskId(1));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for bytes in [&b"\xff\xff\xff\xff"[..], b"\x0a\xff\xff\xff\xff\x0f", b""] {
+            let _ = decode_task(bytes);
+            let _ = decode_failure(bytes);
+        }
+        assert!(decode_task(b"").is_err(), "a task needs a function name");
+        assert!(decode_failure(b"").is_err(), "a failure needs a kind");
+    }
+}

@@ -1,0 +1,222 @@
+//! The scheduler's state. Only the handlers in [`crate::reactor`] change it.
+//!
+//! # Invariants
+//! - For every node, `available + Σ held(workers on it) == total` per resource, except while a
+//!   worker that lent its CPUs back (blocked in `get`) is running again without them: then the
+//!   node is oversubscribed by exactly what that worker lent, never under-accounted.
+//! - A task is in exactly one place: waiting for `missing > 0` dependencies, in one ready queue,
+//!   in the infeasible set, or running on one worker. Finished tasks leave the table.
+//! - A worker is idle (listed in its node's `idle` stack) if and only if it runs no task.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use starling_proto::{
+    NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, TaskSpec, WorkerId,
+};
+
+use crate::hash::IdMap;
+use crate::objects::{ObjectEntry, ObjectState};
+
+/// Where a task is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    /// Waiting for this many argument objects.
+    WaitingForDependencies(u32),
+    /// Ready, waiting for a node with free resources and an idle worker.
+    Queued,
+    /// No node can ever run it as things stand; the reason says why.
+    Infeasible(String),
+    /// Running on this worker of this node.
+    Running {
+        /// The node.
+        node: NodeId,
+        /// The worker.
+        worker: WorkerId,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct TaskEntry {
+    pub spec: Arc<TaskSpec>,
+    pub state: TaskState,
+    pub class: u32,
+}
+
+/// Public information about a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    /// The node.
+    pub id: NodeId,
+    /// Everything it has.
+    pub total: ResourceSet,
+    /// What is free now.
+    pub available: ResourceSet,
+    /// Whether it is alive.
+    pub alive: bool,
+    /// Worker count.
+    pub workers: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct NodeState {
+    pub id: NodeId,
+    pub total: ResourceSet,
+    pub available: ResourceSet,
+    pub alive: bool,
+    /// Idle workers, most recently idle last (reusing a warm worker first).
+    pub idle: Vec<WorkerId>,
+    pub workers: usize,
+    /// Workers asked of the transport and not yet added.
+    pub requested_workers: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct WorkerState {
+    pub node: usize,
+    pub task: Option<TaskId>,
+    /// What the running task holds on the node.
+    pub held: ResourceSet,
+    /// Whether the running task is blocked in `get` with its CPUs lent back.
+    pub blocked: bool,
+    /// The CPUs it lent while blocked and has not taken back.
+    pub lent: ResourceSet,
+}
+
+/// A scheduling class: tasks with the same resource shape and strategy queue together, so a
+/// class that does not fit stops after one look instead of one look per task.
+#[derive(Debug)]
+pub(crate) struct Class {
+    pub resources: ResourceSet,
+    pub strategy: SchedulingStrategy,
+    pub queue: VecDeque<TaskId>,
+}
+
+/// Counters for `status` and the benches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreStats {
+    /// Tasks ever submitted.
+    pub submitted: u64,
+    /// Tasks that finished with a value.
+    pub succeeded: u64,
+    /// Tasks that finished with a failure (including cancelled).
+    pub failed: u64,
+    /// Runs retried after a failure.
+    pub retried: u64,
+    /// Objects freed.
+    pub objects_freed: u64,
+}
+
+/// All scheduler state.
+#[derive(Debug, Default)]
+pub struct Core {
+    pub(crate) tasks: IdMap<TaskId, TaskEntry>,
+    pub(crate) objects: IdMap<ObjectId, ObjectEntry>,
+    pub(crate) nodes: Vec<NodeState>,
+    pub(crate) node_index: IdMap<NodeId, usize>,
+    pub(crate) workers: IdMap<WorkerId, WorkerState>,
+    pub(crate) classes: Vec<Class>,
+    pub(crate) class_index: HashMap<(ResourceSet, SchedulingStrategy), u32>,
+    /// Classes with queued tasks, scanned by `schedule`.
+    pub(crate) infeasible: Vec<TaskId>,
+    pub(crate) spread_cursor: usize,
+    pub(crate) stats: CoreStats,
+}
+
+impl Core {
+    /// An empty scheduler: no nodes, no tasks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CoreStats {
+        self.stats
+    }
+
+    /// Where `task` is, or `None` once it has finished (or was never submitted).
+    pub fn task_state(&self, task: TaskId) -> Option<&TaskState> {
+        self.tasks.get(&task).map(|t| &t.state)
+    }
+
+    /// Why `task` has not started, in words a user can act on, or `None` if it is running or
+    /// gone.
+    pub fn pending_reason(&self, task: TaskId) -> Option<String> {
+        match &self.tasks.get(&task)?.state {
+            TaskState::WaitingForDependencies(n) => Some(format!("waiting for {n} argument(s)")),
+            TaskState::Queued => Some("waiting for free resources or an idle worker".into()),
+            TaskState::Infeasible(r) => Some(format!("infeasible: {r}")),
+            TaskState::Running { .. } => None,
+        }
+    }
+
+    /// The state of `object`, or `None` if it was freed (or never existed).
+    pub fn object_state(&self, object: ObjectId) -> Option<&ObjectState> {
+        self.objects.get(&object).map(|o| &o.state)
+    }
+
+    /// `(handles, task_refs)` of `object`: live `ObjectRef` groups and unfinished tasks using it.
+    pub fn object_refs(&self, object: ObjectId) -> Option<(u32, u32)> {
+        self.objects.get(&object).map(|o| (o.handles, o.task_refs))
+    }
+
+    /// Number of live entries in the object directory.
+    pub fn object_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Tasks not yet finished.
+    pub fn live_tasks(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Tasks that are ready and waiting for resources.
+    pub fn queued_tasks(&self) -> usize {
+        self.classes.iter().map(|c| c.queue.len()).sum()
+    }
+
+    /// Tasks that are running.
+    pub fn running_tasks(&self) -> usize {
+        self.workers.values().filter(|w| w.task.is_some()).count()
+    }
+
+    /// Every node.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        self.nodes
+            .iter()
+            .map(|n| NodeInfo {
+                id: n.id,
+                total: n.total.clone(),
+                available: n.available.clone(),
+                alive: n.alive,
+                workers: n.workers,
+            })
+            .collect()
+    }
+
+    /// What `worker`'s running task holds, or `None` if the worker is unknown.
+    pub fn worker_held(&self, worker: WorkerId) -> Option<&ResourceSet> {
+        self.workers.get(&worker).map(|w| &w.held)
+    }
+
+    pub(crate) fn class_of(&mut self, spec: &TaskSpec) -> u32 {
+        // Most programs use a handful of shapes; checking the last one first skips the hash.
+        if let Some(last) = self.classes.last() {
+            if last.resources == spec.resources && last.strategy == spec.strategy {
+                return self.classes.len() as u32 - 1;
+            }
+        }
+        let key = (spec.resources.clone(), spec.strategy);
+        if let Some(c) = self.class_index.get(&key) {
+            return *c;
+        }
+        let id = self.classes.len() as u32;
+        self.classes.push(Class {
+            resources: spec.resources.clone(),
+            strategy: spec.strategy,
+            queue: VecDeque::new(),
+        });
+        self.class_index.insert(key, id);
+        id
+    }
+}

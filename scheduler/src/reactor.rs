@@ -1,0 +1,401 @@
+//! The scheduler's event handlers: every change to [`Core`] goes through one of these.
+//!
+//! Each handler is a plain function of `(&mut Core, &mut impl Transport, event)`. Handlers record
+//! what became ready; [`schedule`] then places ready tasks on nodes in one pass, so a burst of
+//! ten thousand submissions costs one scheduling pass, not ten thousand.
+
+use std::sync::Arc;
+
+use starling_proto::{
+    FailureKind, NodeId, ObjectId, ResourceSet, TaskFailure, TaskId, TaskSpec, WorkerId,
+};
+
+use crate::core::{Core, NodeState, TaskEntry, TaskState, WorkerState};
+use crate::objects::{ObjectEntry, ObjectState};
+use crate::placement::{place, Placement};
+use crate::transport::{TaskOutcome, Transport};
+
+/// A node joined with `total` resources. Tasks that were infeasible get another look.
+pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
+    if let Some(&i) = core.node_index.get(&id) {
+        let n = &mut core.nodes[i];
+        n.alive = true;
+        n.total = total.clone();
+        n.available = total;
+    } else {
+        core.node_index.insert(id, core.nodes.len());
+        core.nodes.push(NodeState {
+            id,
+            available: total.clone(),
+            total,
+            alive: true,
+            idle: Vec::new(),
+            workers: 0,
+            requested_workers: 0,
+        });
+    }
+    for task in std::mem::take(&mut core.infeasible) {
+        if let Some(e) = core.tasks.get_mut(&task) {
+            e.state = TaskState::Queued;
+            core.classes[e.class as usize].queue.push_back(task);
+        }
+    }
+}
+
+/// A worker of `node` is ready for tasks. Unknown nodes are ignored (the worker's node must be
+/// added first).
+pub fn on_worker_added(core: &mut Core, node: NodeId, worker: WorkerId) {
+    let Some(&i) = core.node_index.get(&node) else { return };
+    let n = &mut core.nodes[i];
+    n.workers += 1;
+    n.requested_workers = n.requested_workers.saturating_sub(1);
+    n.idle.push(worker);
+    core.workers.insert(
+        worker,
+        WorkerState {
+            node: i,
+            task: None,
+            held: ResourceSet::new(),
+            blocked: false,
+            lent: ResourceSet::new(),
+        },
+    );
+}
+
+/// A driver or task submitted `spec`. Its return object starts with one handle (the caller's
+/// `ObjectRef`).
+pub fn on_submit(core: &mut Core, t: &mut impl Transport, spec: TaskSpec) {
+    on_submit_arc(core, t, Arc::new(spec))
+}
+
+/// [`on_submit`] for a spec that is already shared.
+pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec>) {
+    core.stats.submitted += 1;
+    let id = spec.id;
+    let ret = spec.return_object();
+    core.objects.insert(ret, ObjectEntry::pending(1));
+
+    // Check every dependency before touching any, so a failure leaves no counts behind.
+    let mut upstream = None;
+    for dep in spec.dependencies() {
+        match core.objects.get(&dep).map(|o| &o.state) {
+            None => {
+                upstream = Some(FailureKind::ObjectLost(dep));
+                break;
+            }
+            Some(ObjectState::Failed(f)) => {
+                upstream = Some(FailureKind::Upstream(f.clone()));
+                break;
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(kind) = upstream {
+        core.stats.failed += 1;
+        settle_failure(core, t, ret, Arc::new(TaskFailure { task: id, attempt: spec.attempt, kind }));
+        return;
+    }
+
+    let mut missing = 0;
+    for dep in spec.dependencies() {
+        let o = core.objects.get_mut(&dep).expect("checked above");
+        o.task_refs += 1;
+        if o.state == ObjectState::Pending {
+            o.dependents.push(id);
+            missing += 1;
+        }
+    }
+    let class = core.class_of(&spec);
+    let state = if missing == 0 {
+        core.classes[class as usize].queue.push_back(id);
+        TaskState::Queued
+    } else {
+        TaskState::WaitingForDependencies(missing)
+    };
+    core.tasks.insert(id, TaskEntry { spec, state, class });
+}
+
+/// A value was stored directly (`put`) on `node`. It starts with one handle.
+pub fn on_put(core: &mut Core, object: ObjectId, node: NodeId, size: u64) {
+    core.objects.insert(
+        object,
+        ObjectEntry {
+            state: ObjectState::Ready { node, size },
+            handles: 1,
+            task_refs: 0,
+            dependents: Vec::new(),
+        },
+    );
+}
+
+/// An object that failed before it reached the scheduler (its arguments could not be encoded).
+/// It starts with one handle, like a `put`.
+pub fn on_failed_put(
+    core: &mut Core,
+    t: &mut impl Transport,
+    object: ObjectId,
+    failure: Arc<TaskFailure>,
+) {
+    core.stats.failed += 1;
+    core.objects.insert(object, ObjectEntry::pending(1));
+    settle_failure(core, t, object, failure);
+}
+
+/// Another `ObjectRef` group for `object` came to life (a ref was deserialized elsewhere).
+/// Returns `false` if the object no longer exists.
+pub fn on_add_ref(core: &mut Core, object: ObjectId) -> bool {
+    match core.objects.get_mut(&object) {
+        Some(o) => {
+            o.handles += 1;
+            true
+        }
+        None => false,
+    }
+}
+
+/// An `ObjectRef` group for `object` was dropped.
+pub fn on_release(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
+    let Some(o) = core.objects.get_mut(&object) else { return };
+    o.handles = o.handles.saturating_sub(1);
+    if o.is_garbage() {
+        free(core, t, object);
+    }
+}
+
+/// `worker` finished its task with `outcome`. Results of cancelled tasks are dropped.
+pub fn on_task_finished(
+    core: &mut Core,
+    t: &mut impl Transport,
+    worker: WorkerId,
+    outcome: TaskOutcome,
+) {
+    let Some(w) = core.workers.get_mut(&worker) else { return };
+    let Some(task) = w.task.take() else { return };
+    let held = std::mem::take(&mut w.held);
+    w.blocked = false;
+    w.lent = ResourceSet::new();
+    let node = &mut core.nodes[w.node];
+    node.available.add(&held);
+    node.idle.push(worker);
+    let node_id = node.id;
+
+    let Some(entry) = core.tasks.get(&task) else {
+        // Cancelled while running: its object already settled as cancelled.
+        return;
+    };
+    let spec = entry.spec.clone();
+    match outcome {
+        TaskOutcome::Stored { size } => {
+            core.tasks.remove(&task);
+            core.stats.succeeded += 1;
+            let ret = spec.return_object();
+            let dependents = match core.objects.get_mut(&ret) {
+                Some(o) => {
+                    o.state = ObjectState::Ready { node: node_id, size };
+                    std::mem::take(&mut o.dependents)
+                }
+                None => Vec::new(),
+            };
+            t.object_ready(ret, node_id);
+            for d in dependents {
+                if let Some(e) = core.tasks.get_mut(&d) {
+                    if let TaskState::WaitingForDependencies(n) = &mut e.state {
+                        *n -= 1;
+                        if *n == 0 {
+                            e.state = TaskState::Queued;
+                            core.classes[e.class as usize].queue.push_back(d);
+                        }
+                    }
+                }
+            }
+            release_arguments(core, t, &spec);
+            maybe_free(core, t, ret);
+        }
+        TaskOutcome::Failed(err) if spec.retry_exceptions && spec.attempt < spec.max_retries => {
+            let _ = err;
+            core.stats.retried += 1;
+            let mut next = (*spec).clone();
+            next.attempt += 1;
+            let e = core.tasks.get_mut(&task).expect("present");
+            e.spec = Arc::new(next);
+            e.state = TaskState::Queued;
+            core.classes[e.class as usize].queue.push_back(task);
+        }
+        TaskOutcome::Failed(err) => fail_task(core, t, task, FailureKind::Application(err)),
+        TaskOutcome::BadArgument(err) => fail_task(core, t, task, FailureKind::BadArgument(err)),
+        TaskOutcome::FunctionNotFound { build } => {
+            let name = spec.function.to_string();
+            fail_task(core, t, task, FailureKind::FunctionNotFound { name, build })
+        }
+    }
+}
+
+/// `worker`'s task blocked in `get`: its CPUs go back to the node so other tasks can run (and a
+/// graph of nested tasks cannot deadlock a node with one worker). GPUs and custom resources stay
+/// held, as in Ray.
+pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
+    let Some(w) = core.workers.get_mut(&worker) else { return };
+    if w.blocked || w.task.is_none() {
+        return;
+    }
+    w.blocked = true;
+    let cpus = w.held.cpu_units();
+    w.held.set_units("CPU", 0);
+    w.lent.set_units("CPU", cpus);
+    let lent = w.lent.clone();
+    core.nodes[w.node].available.add(&lent);
+}
+
+/// `worker`'s task is running again. It takes its CPUs back if they are free; otherwise it runs
+/// on without them (the node is briefly oversubscribed) rather than waiting.
+pub fn on_worker_unblocked(core: &mut Core, worker: WorkerId) {
+    let Some(w) = core.workers.get_mut(&worker) else { return };
+    if !w.blocked {
+        return;
+    }
+    w.blocked = false;
+    let lent = std::mem::take(&mut w.lent);
+    let node = &mut core.nodes[w.node];
+    if node.available.contains(&lent) {
+        node.available.subtract(&lent);
+        w.held.add(&lent);
+    }
+}
+
+/// Cancels `task`. A queued or waiting task never runs; a running one is told to stop (`force`
+/// kills it). Its object settles as cancelled and every task that depends on it fails.
+/// Returns `false` if the task had already finished.
+pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: bool) -> bool {
+    let Some(entry) = core.tasks.get(&task) else { return false };
+    match entry.state {
+        TaskState::Running { worker, .. } => t.cancel_running(worker, task, force),
+        TaskState::Infeasible(_) => core.infeasible.retain(|x| *x != task),
+        // Queue entries of removed tasks are skipped by `schedule`.
+        TaskState::Queued | TaskState::WaitingForDependencies(_) => {}
+    }
+    fail_task(core, t, task, FailureKind::Cancelled);
+    true
+}
+
+/// Places every placeable ready task. Call once after a batch of events.
+pub fn schedule(core: &mut Core, t: &mut impl Transport) {
+    for c in 0..core.classes.len() {
+        loop {
+            let class = &core.classes[c];
+            let Some(&task) = class.queue.front() else { break };
+            let live = matches!(core.tasks.get(&task), Some(e) if e.state == TaskState::Queued);
+            if !live {
+                core.classes[c].queue.pop_front();
+                continue;
+            }
+            match place(&core.nodes, &class.resources, class.strategy, &mut core.spread_cursor) {
+                Placement::Node(i) => {
+                    core.classes[c].queue.pop_front();
+                    start(core, t, task, i);
+                }
+                Placement::Wait => {
+                    request_worker_if_starved(core, t, c);
+                    break;
+                }
+                Placement::Infeasible(reason) => {
+                    core.classes[c].queue.pop_front();
+                    core.tasks.get_mut(&task).expect("live").state = TaskState::Infeasible(reason);
+                    core.infeasible.push(task);
+                }
+            }
+        }
+    }
+}
+
+fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usize) {
+    let node = &mut core.nodes[node_index];
+    let worker = node.idle.pop().expect("placement only picks nodes with an idle worker");
+    let entry = core.tasks.get_mut(&task).expect("live");
+    node.available.subtract(&entry.spec.resources);
+    entry.state = TaskState::Running { node: node.id, worker };
+    let w = core.workers.get_mut(&worker).expect("idle workers are registered");
+    w.task = Some(task);
+    w.held = entry.spec.resources.clone();
+    t.dispatch(node.id, worker, &entry.spec);
+}
+
+/// A class waits although some node has the resources: that node has no idle worker (all are
+/// busy or blocked in `get`). Ask for one more, one request at a time per node.
+fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usize) {
+    let need = &core.classes[class].resources;
+    for n in &mut core.nodes {
+        if n.alive && n.idle.is_empty() && n.requested_workers == 0 && n.available.contains(need)
+        {
+            n.requested_workers += 1;
+            t.request_worker(n.id);
+            return;
+        }
+    }
+}
+
+/// Ends `task` with a failure and fails everything downstream of it.
+fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, kind: FailureKind) {
+    let Some(entry) = core.tasks.remove(&task) else { return };
+    core.stats.failed += 1;
+    let failure = Arc::new(TaskFailure { task, attempt: entry.spec.attempt, kind });
+    release_arguments(core, t, &entry.spec);
+    settle_failure(core, t, entry.spec.return_object(), failure);
+}
+
+/// Marks `object` failed, tells the transport, and fails its dependents (iteratively, so a
+/// chain of a million tasks does not overflow the stack).
+fn settle_failure(
+    core: &mut Core,
+    t: &mut impl Transport,
+    object: ObjectId,
+    failure: Arc<TaskFailure>,
+) {
+    let mut work = vec![(object, failure)];
+    while let Some((object, failure)) = work.pop() {
+        let dependents = match core.objects.get_mut(&object) {
+            Some(o) => {
+                o.state = ObjectState::Failed(failure.clone());
+                std::mem::take(&mut o.dependents)
+            }
+            None => Vec::new(),
+        };
+        t.object_failed(object, &failure);
+        for d in dependents {
+            if let Some(entry) = core.tasks.remove(&d) {
+                core.stats.failed += 1;
+                let f = Arc::new(TaskFailure {
+                    task: d,
+                    attempt: entry.spec.attempt,
+                    kind: FailureKind::Upstream(failure.clone()),
+                });
+                release_arguments(core, t, &entry.spec);
+                work.push((entry.spec.return_object(), f));
+            }
+        }
+        maybe_free(core, t, object);
+    }
+}
+
+fn release_arguments(core: &mut Core, t: &mut impl Transport, spec: &TaskSpec) {
+    for dep in spec.dependencies() {
+        if let Some(o) = core.objects.get_mut(&dep) {
+            o.task_refs = o.task_refs.saturating_sub(1);
+            if o.is_garbage() {
+                free(core, t, dep);
+            }
+        }
+    }
+}
+
+fn maybe_free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
+    if core.objects.get(&object).is_some_and(ObjectEntry::is_garbage) {
+        free(core, t, object);
+    }
+}
+
+fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
+    if let Some(o) = core.objects.remove(&object) {
+        core.stats.objects_freed += 1;
+        t.free_object(object, o.location());
+    }
+}

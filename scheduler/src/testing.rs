@@ -1,0 +1,84 @@
+//! A transport that records what the scheduler asked for, for reactor tests and benches.
+
+use std::sync::Arc;
+
+use starling_proto::{NodeId, ObjectId, TaskFailure, TaskId, TaskSpec, WorkerId};
+
+use crate::Transport;
+
+/// One request the scheduler made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Sent {
+    /// `dispatch`.
+    Dispatch(NodeId, WorkerId, TaskId),
+    /// `object_failed`.
+    ObjectFailed(ObjectId, Arc<TaskFailure>),
+    /// `object_ready`.
+    ObjectReady(ObjectId, NodeId),
+    /// `free_object`.
+    Free(ObjectId, Option<NodeId>),
+    /// `request_worker`.
+    RequestWorker(NodeId),
+    /// `cancel_running`.
+    CancelRunning(WorkerId, TaskId, bool),
+}
+
+/// Records every request in order.
+#[derive(Debug, Default)]
+pub struct RecordingTransport {
+    /// Everything sent so far.
+    pub sent: Vec<Sent>,
+}
+
+impl RecordingTransport {
+    /// Takes the recorded requests, leaving none.
+    pub fn take(&mut self) -> Vec<Sent> {
+        std::mem::take(&mut self.sent)
+    }
+
+    /// The tasks dispatched so far, in order, as `(worker, task)`.
+    pub fn dispatched(&self) -> Vec<(WorkerId, TaskId)> {
+        self.sent
+            .iter()
+            .filter_map(|s| match s {
+                Sent::Dispatch(_, w, t) => Some((*w, *t)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl Transport for RecordingTransport {
+    fn dispatch(&mut self, node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
+        self.sent.push(Sent::Dispatch(node, worker, task.id));
+    }
+    fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
+        self.sent.push(Sent::ObjectFailed(object, failure.clone()));
+    }
+    fn object_ready(&mut self, object: ObjectId, node: NodeId) {
+        self.sent.push(Sent::ObjectReady(object, node));
+    }
+    fn free_object(&mut self, object: ObjectId, node: Option<NodeId>) {
+        self.sent.push(Sent::Free(object, node));
+    }
+    fn request_worker(&mut self, node: NodeId) {
+        self.sent.push(Sent::RequestWorker(node));
+    }
+    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
+        self.sent.push(Sent::CancelRunning(worker, task, force));
+    }
+}
+
+/// A task spec for tests: `function`, `args`, one CPU, default options.
+pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
+    TaskSpec {
+        id: TaskId(id),
+        function: Arc::from("test::f#0"),
+        args,
+        resources: starling_proto::ResourceSet::cpus(1.0),
+        max_retries: 3,
+        retry_exceptions: false,
+        strategy: Default::default(),
+        attempt: 0,
+    }
+}

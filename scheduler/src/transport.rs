@@ -1,0 +1,47 @@
+//! The scheduler's only way out.
+
+use std::sync::Arc;
+
+use starling_proto::{NodeId, ObjectId, RemoteError, TaskFailure, TaskId, TaskSpec, WorkerId};
+
+/// What the scheduler asks the outside world to do. Implementations must not call back into the
+/// scheduler: they queue messages, wake threads or write to streams, and return.
+pub trait Transport {
+    /// Run `task` on `worker` (an idle worker of `node`).
+    fn dispatch(&mut self, node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>);
+
+    /// `object` will never get a value: tell whoever waits for it.
+    fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>);
+
+    /// `object` has a value stored on `node`. Sent once per object (default: nothing to do,
+    /// in-process stores wake their own waiters).
+    fn object_ready(&mut self, _object: ObjectId, _node: NodeId) {}
+
+    /// Nobody refers to `object` any more: drop its value from `node`'s store.
+    fn free_object(&mut self, object: ObjectId, node: Option<NodeId>);
+
+    /// `node` has resources for more work but no idle worker: start one more.
+    fn request_worker(&mut self, node: NodeId);
+
+    /// Stop `task`, running on `worker`: `force` kills it, otherwise it is asked to stop.
+    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool);
+}
+
+/// How one run of a task ended, as reported by the worker that ran it.
+#[derive(Clone, Debug)]
+pub enum TaskOutcome {
+    /// The value is stored on the worker's node; `size` is its encoded length.
+    Stored {
+        /// Encoded size in bytes.
+        size: u64,
+    },
+    /// The function panicked or returned `Err`.
+    Failed(RemoteError),
+    /// An argument did not decode as the function's parameter type.
+    BadArgument(RemoteError),
+    /// The worker's build has no function of that name.
+    FunctionNotFound {
+        /// The worker's build id.
+        build: String,
+    },
+}

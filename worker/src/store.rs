@@ -1,0 +1,263 @@
+//! The node object store: object values (or failures) by id, and the wakers waiting on them.
+//!
+//! The store is sharded by id so that producers (executors) and consumers (drivers in `get`)
+//! rarely contend. Values are immutable, reference-counted byte buffers: a `get` hands out a
+//! clone of the `Arc`, never a copy of the bytes.
+//!
+//! # Invariants
+//! - An entry settles at most once: the first `put` or `fail` wins and later ones are ignored,
+//!   so a cancelled task that finishes late cannot overwrite its `Cancelled` failure.
+//! - Every waker registered on a pending entry is woken exactly once, when it settles or is
+//!   removed.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Waker;
+
+use parking_lot::Mutex;
+use starling_proto::{ObjectId, TaskFailure};
+
+/// An immutable object value: encoded bytes shared by reference count.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Blob(Arc<Vec<u8>>);
+
+impl Blob {
+    /// Wraps `bytes` without copying them.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Blob(Arc::new(bytes))
+    }
+}
+
+impl Deref for Blob {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Blob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Blob({} B)", self.0.len())
+    }
+}
+
+/// What a lookup found.
+#[derive(Clone, Debug)]
+pub enum Lookup {
+    /// The value.
+    Ready(Blob),
+    /// The object will never have a value.
+    Failed(Arc<TaskFailure>),
+    /// Not settled yet (the waker, if any, was registered).
+    Pending,
+}
+
+enum Slot {
+    Pending(Vec<Waker>),
+    Ready(Blob),
+    Failed(Arc<TaskFailure>),
+}
+
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Shard = Mutex<HashMap<ObjectId, Slot, BuildHasherDefault<IdHasher>>>;
+
+const SHARDS: usize = 64;
+
+/// Object values of one node.
+pub struct ObjectStore {
+    shards: Box<[Shard]>,
+    bytes: AtomicU64,
+}
+
+impl Default for ObjectStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for ObjectStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ObjectStore({} B)", self.bytes_used())
+    }
+}
+
+impl ObjectStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        ObjectStore {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    fn shard(&self, id: ObjectId) -> &Shard {
+        &self.shards[(id.0 as usize) % SHARDS]
+    }
+
+    /// Stores the value of `id` and wakes its waiters. Ignored if `id` already settled.
+    /// Returns whether the value was stored.
+    pub fn put(&self, id: ObjectId, value: Blob) -> bool {
+        let len = value.len() as u64;
+        let wakers = {
+            let mut shard = self.shard(id).lock();
+            match shard.get_mut(&id) {
+                Some(slot @ Slot::Pending(_)) => {
+                    let Slot::Pending(w) = std::mem::replace(slot, Slot::Ready(value)) else {
+                        unreachable!()
+                    };
+                    w
+                }
+                Some(_) => return false,
+                None => {
+                    shard.insert(id, Slot::Ready(value));
+                    Vec::new()
+                }
+            }
+        };
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        wakers.into_iter().for_each(Waker::wake);
+        true
+    }
+
+    /// Records that `id` will never have a value and wakes its waiters. Ignored if settled.
+    pub fn fail(&self, id: ObjectId, failure: Arc<TaskFailure>) {
+        let wakers = {
+            let mut shard = self.shard(id).lock();
+            match shard.get_mut(&id) {
+                Some(slot @ Slot::Pending(_)) => {
+                    let Slot::Pending(w) = std::mem::replace(slot, Slot::Failed(failure)) else {
+                        unreachable!()
+                    };
+                    w
+                }
+                Some(_) => return,
+                None => {
+                    shard.insert(id, Slot::Failed(failure));
+                    Vec::new()
+                }
+            }
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Looks `id` up; if it is not settled and `waker` is given, registers it (creating the
+    /// pending entry if needed).
+    pub fn lookup(&self, id: ObjectId, waker: Option<&Waker>) -> Lookup {
+        let mut shard = self.shard(id).lock();
+        match shard.get_mut(&id) {
+            Some(Slot::Ready(b)) => Lookup::Ready(b.clone()),
+            Some(Slot::Failed(f)) => Lookup::Failed(f.clone()),
+            Some(Slot::Pending(w)) => {
+                if let Some(waker) = waker {
+                    if !w.iter().any(|x| x.will_wake(waker)) {
+                        w.push(waker.clone());
+                    }
+                }
+                Lookup::Pending
+            }
+            None => {
+                if let Some(waker) = waker {
+                    shard.insert(id, Slot::Pending(vec![waker.clone()]));
+                }
+                Lookup::Pending
+            }
+        }
+    }
+
+    /// Whether `id` has settled (value or failure).
+    pub fn is_settled(&self, id: ObjectId) -> bool {
+        matches!(self.shard(id).lock().get(&id), Some(Slot::Ready(_) | Slot::Failed(_)))
+    }
+
+    /// Drops `id`'s value or failure. Waiters of a pending entry are woken (they will find the
+    /// object gone).
+    pub fn remove(&self, id: ObjectId) {
+        let slot = self.shard(id).lock().remove(&id);
+        match slot {
+            Some(Slot::Ready(b)) => {
+                self.bytes.fetch_sub(b.len() as u64, Ordering::Relaxed);
+            }
+            Some(Slot::Pending(w)) => w.into_iter().for_each(Waker::wake),
+            _ => {}
+        }
+    }
+
+    /// Bytes of values held.
+    pub fn bytes_used(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Entries held (values, failures and pending waits).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// Whether the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use starling_proto::{FailureKind, TaskId};
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn first_settle_wins_and_wakes_once() {
+        let s = ObjectStore::new();
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        let w = Waker::from(c.clone());
+        assert!(matches!(s.lookup(ObjectId(1), Some(&w)), Lookup::Pending));
+        assert!(matches!(s.lookup(ObjectId(1), Some(&w)), Lookup::Pending));
+        let f = Arc::new(TaskFailure { task: TaskId(1), attempt: 0, kind: FailureKind::Cancelled });
+        s.fail(ObjectId(1), f);
+        assert!(!s.put(ObjectId(1), Blob::new(vec![1])), "a late value must not replace a failure");
+        assert_eq!(c.0.load(Ordering::SeqCst), 1);
+        assert!(matches!(s.lookup(ObjectId(1), None), Lookup::Failed(_)));
+        assert_eq!(s.bytes_used(), 0);
+    }
+
+    #[test]
+    fn values_are_shared_and_accounted() {
+        let s = ObjectStore::new();
+        assert!(s.put(ObjectId(2), Blob::new(vec![7; 100])));
+        let Lookup::Ready(b) = s.lookup(ObjectId(2), None) else { panic!() };
+        assert_eq!(b.len(), 100);
+        assert_eq!(s.bytes_used(), 100);
+        s.remove(ObjectId(2));
+        assert_eq!(s.bytes_used(), 0);
+        assert!(s.is_empty());
+        assert_eq!(b[0], 7, "a reader keeps its value alive after removal");
+    }
+}
