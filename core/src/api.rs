@@ -76,6 +76,12 @@ pub fn cancel<T>(r: &ObjectRef<T>, force: bool) -> Result<()> {
     r.runtime().cancel(r.id(), force)
 }
 
+/// Why the task that produces `r` has not started, in words (`"infeasible: needs gpu=1; no node
+/// has gpu"`, `"waiting for 2 argument(s)"`), or `None` if it is running or finished.
+pub fn pending_reason<T>(r: &ObjectRef<T>) -> Option<String> {
+    r.runtime().pending_reason(r.id())
+}
+
 /// The nodes of the current runtime, like `ray.nodes()`.
 pub fn nodes() -> Result<Vec<NodeInfo>> {
     Ok(current_or_init().nodes())

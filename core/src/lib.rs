@@ -23,6 +23,7 @@
 //! This crate is the API boundary: nothing public here names a protobuf or gRPC type.
 
 mod api;
+mod bytes;
 mod codec;
 mod error;
 mod object_ref;
@@ -35,7 +36,8 @@ pub mod private;
 #[doc(hidden)]
 pub use private as __private;
 
-pub use api::{cancel, get, get_all, get_all_timeout, get_timeout, nodes, put, wait};
+pub use api::{cancel, get, get_all, get_all_timeout, get_timeout, nodes, pending_reason, put, wait};
+pub use bytes::Bytes;
 pub use error::{Error, RemoteError, Result};
 pub use object_ref::{IntoArg, ObjectRef};
 pub use options::TaskOptions;

@@ -126,3 +126,10 @@ impl<T> IntoArg<T> for &ObjectRef<T> {
         ArgValue::Ref(self.handle.clone())
     }
 }
+
+/// `f::remote("text")` for a `String` parameter.
+impl IntoArg<String> for &str {
+    fn into_arg(self) -> ArgValue {
+        ArgValue::Value(codec::encode(self))
+    }
+}

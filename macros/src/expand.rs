@@ -220,7 +220,7 @@ fn invoker(f: &RemoteFn, args: &Ident, checks: &TokenStream) -> TokenStream {
             let ty = &arg.ty;
             quote!(let #local = ::starling::__private::decode_arg::<#ty>(#args, #index)?;)
         });
-    // A function without arguments never reads the slice; core checks the count it sends.
+    // A function without arguments never reads the slice, which would otherwise warn.
     let unused = if f.args.is_empty() {
         quote!(let _ = #args;)
     } else {
@@ -275,7 +275,8 @@ fn invoker(f: &RemoteFn, args: &Ident, checks: &TokenStream) -> TokenStream {
 }
 
 /// `assert_remote_value::<T>()` for every argument type and the value type, each spanned at the
-/// type so that "`T` cannot be sent to or from a task" points at the offending type.
+/// type so that the `RemoteValue` error ("`T` cannot be an argument or return value ..") points at
+/// the offending type rather than at the attribute.
 ///
 /// The checks stand alone in a `const _` and also open every generated body that names the types.
 /// rustc reports an unmet bound once per body and span, and drops a diagnostic identical to one it

@@ -194,13 +194,22 @@ pub(crate) fn analyze(item: &ItemFn) -> syn::Result<RemoteFn> {
 
     let ret = match &sig.output {
         ReturnType::Default => Return::Unit,
-        ReturnType::Type(_, ty) => {
-            check_type(ty, Position::Return, &mut errors);
-            classify_return(ty).unwrap_or_else(|e| {
+        ReturnType::Type(_, ty) => match classify_return(ty) {
+            // Only the success type is serialized; the error type of a `Result` only needs
+            // `Display` (it travels as text), so `Result<T, &'static str>` is fine.
+            Ok(Return::Result(ok)) => {
+                check_type(&ok, Position::Return, &mut errors);
+                Return::Result(ok)
+            }
+            Ok(ret) => {
+                check_type(ty, Position::Return, &mut errors);
+                ret
+            }
+            Err(e) => {
                 errors.add(e);
                 Return::Unit
-            })
-        }
+            }
+        },
     };
 
     if let Some(error) = errors.0 {
@@ -446,6 +455,7 @@ mod tests {
         assert_eq!(f.signature(), "async fn(i64, String) -> Result<u8, E>");
         assert_eq!(f.ret.value_type().to_string(), "u8");
         assert!(analyze_str("fn f(c: std::borrow::Cow<'static, str>) {}").is_ok());
+        assert!(analyze_str("fn f() -> Result<u8, &'static str> { Ok(1) }").is_ok());
     }
 
     #[test]
@@ -503,6 +513,7 @@ mod tests {
         assert!(error("fn f(a: &mut [u8]) {}").contains("by value (`Vec<u8>`)"));
         assert!(error("fn f(a: Vec<&str>) {}").contains("cannot contain references"));
         assert!(error("fn f() -> &'static str {}").contains("cannot return references"));
+        assert!(error("fn f() -> Result<&'static str, E> {}").contains("cannot return references"));
         assert!(error("fn f(a: Cow<'a, str>) {}").contains("cannot borrow (`'a`)"));
         assert!(error("fn f(a: impl Into<u8>) {}").contains("arguments cannot be `impl Trait`"));
         assert!(error("fn f() -> impl Into<u8> {}").contains("cannot return `impl Trait`"));

@@ -108,6 +108,8 @@ pub(crate) struct Engine {
     next_object: AtomicU64,
     extra_threads: AtomicUsize,
     pub(crate) shut_down: AtomicBool,
+    /// Idle executors spinning for work (at most one at a time).
+    pub(crate) spinning: AtomicUsize,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     registry: &'static Registry,
     me: Weak<Engine>,
@@ -127,6 +129,7 @@ impl Engine {
             next_object: AtomicU64::new(1),
             extra_threads: AtomicUsize::new(0),
             shut_down: AtomicBool::new(false),
+            spinning: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
             registry: Registry::get(),
             me: me.clone(),
@@ -323,13 +326,9 @@ impl Engine {
         if let Some(r) = settled(self.store.lookup(id, None)) {
             return r;
         }
-        // Short tasks finish within microseconds: spin briefly before paying for a park/unpark.
-        for i in 0..exec::SPIN_ROUNDS {
-            exec::backoff(i);
-            if self.store.is_settled(id) {
-                if let Some(r) = settled(self.store.lookup(id, None)) {
-                    return r;
-                }
+        if exec::spin_until(exec::WAIT_SPIN, || self.store.is_settled(id)) {
+            if let Some(r) = settled(self.store.lookup(id, None)) {
+                return r;
             }
         }
         let worker = exec::current_worker(self);
@@ -415,6 +414,11 @@ impl Engine {
         // Events that arrived while we held the lock with `lock()` (not `try_lock`) still wait.
         self.pump();
         Ok(())
+    }
+
+    pub fn pending_reason(&self, id: ObjectId) -> Option<String> {
+        self.pump();
+        self.sched.lock().core.pending_reason(id.task())
     }
 
     pub fn nodes(&self) -> Vec<NodeInfo> {

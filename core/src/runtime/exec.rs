@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Once};
 use std::task::{Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam::sync::Parker;
 use starling_proto::{ObjectId, RemoteError, TaskArg, TaskId, TaskSpec, WorkerId};
@@ -23,19 +23,34 @@ use super::Runtime;
 use crate::private::InvokeError;
 use crate::registry::build_id;
 
-/// Rounds of spinning/yielding before a waiting thread parks.
-pub(crate) const SPIN_ROUNDS: u32 = 200;
+/// How long a thread that waits for a result spins before it parks.
+pub(crate) const WAIT_SPIN: Duration = Duration::from_micros(30);
+/// How long an idle executor spins for its next task before it parks.
+pub(crate) const IDLE_SPIN: Duration = Duration::from_micros(50);
 
-/// Spin for the first rounds, then yield the core (on a 2-core machine a spinning waiter must
-/// not starve the thread it waits for).
+/// Spins until `done()` or `max` has passed; returns whether `done()` held. Short tasks finish
+/// within microseconds, so a brief spin saves a futex sleep and wake on each side. It yields
+/// every few microseconds: on a 2-core machine a spinning waiter must not starve the thread it
+/// waits for.
 #[inline]
-pub(crate) fn backoff(round: u32) {
-    if round < 32 {
-        for _ in 0..(1 << (round / 4).min(6)) {
-            std::hint::spin_loop();
+pub(crate) fn spin_until(max: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    let mut i = 0u32;
+    loop {
+        if done() {
+            return true;
         }
-    } else {
-        std::thread::yield_now();
+        i += 1;
+        if i % 32 == 0 {
+            let spent = start.elapsed();
+            if spent >= max {
+                return false;
+            }
+            if i % 256 == 0 {
+                std::thread::yield_now();
+            }
+        }
+        std::hint::spin_loop();
     }
 }
 
@@ -139,20 +154,20 @@ pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
 pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker) {
     super::set_thread_runtime(Some(Runtime { engine: engine.clone() }));
     loop {
+        if engine.shut_down.load(Ordering::SeqCst) {
+            break;
+        }
         if let Some(task) = slot.tasks.pop() {
             let outcome = run(&engine, &slot, &task);
             engine.post(Event::Finished(slot.id, outcome));
             continue;
         }
-        if engine.shut_down.load(Ordering::SeqCst) {
-            break;
-        }
-        let mut round = 0;
-        while slot.tasks.is_empty() && round < SPIN_ROUNDS {
-            backoff(round);
-            round += 1;
-        }
-        if slot.tasks.is_empty() && !engine.shut_down.load(Ordering::SeqCst) {
+        // One idle executor spins at a time: the scheduler hands work to the most recently idle
+        // worker first, which is the spinner; the others sleep instead of taking cores.
+        let spun = engine.spinning.fetch_add(1, Ordering::SeqCst) == 0
+            && spin_until(IDLE_SPIN, || !slot.tasks.is_empty());
+        engine.spinning.fetch_sub(1, Ordering::SeqCst);
+        if !spun && slot.tasks.is_empty() && !engine.shut_down.load(Ordering::SeqCst) {
             parker.park_timeout(Duration::from_millis(500));
         }
     }

@@ -151,6 +151,10 @@ impl Runtime {
         self.engine.wait_many(ids, num_returns, timeout)
     }
 
+    pub(crate) fn pending_reason(&self, id: ObjectId) -> Option<String> {
+        self.engine.pending_reason(id)
+    }
+
     pub(crate) fn cancel(&self, id: ObjectId, force: bool) -> Result<()> {
         self.engine.cancel(id, force)
     }

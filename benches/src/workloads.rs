@@ -1,0 +1,305 @@
+//! The workload suite: the workloads of the Ray/Dask anchor benchmarks (`shared/bench/ray`,
+//! `common.py`), run on Starling, printed as the same JSON lines:
+//! `{"bench": .., "value": .., "unit": .., "engine": "starling-inproc", ..}`.
+//!
+//! ```text
+//! cargo run --release -p starling-benches --bin workloads -- [--only abcdefghik] [--threads 2]
+//! ```
+//! Letters follow the anchors: a noop_tasks_async, b noop_task_sync_latency, c fanout_compute,
+//! d put_get_small, e put_get_large, f pass_large_arg, g chain, h tree_reduce,
+//! i startup/shutdown, k memory.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use clap::Parser;
+use serde_json::{json, Value};
+use starling::{Bytes, Runtime};
+
+const N_NOOP_ASYNC: usize = 10_000;
+const N_NOOP_SYNC: usize = 1_000;
+const N_FANOUT: usize = 200;
+const FANOUT_MS: f64 = 10.0;
+const N_SMALL: usize = 10_000;
+const SMALL_BYTES: usize = 100;
+const LARGE_BYTES: usize = 100 * 1000 * 1000;
+const N_LARGE_ITERS: usize = 10;
+const N_CHAIN: usize = 1_000;
+const N_TREE_LEAVES: usize = 4_096;
+
+#[starling::remote]
+fn noop() {}
+
+#[starling::remote]
+fn spin_task(ms: f64) {
+    let end = Instant::now() + Duration::from_secs_f64(ms / 1e3);
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+#[starling::remote]
+fn inc(x: u64) -> u64 {
+    x + 1
+}
+
+#[starling::remote]
+fn add(a: u64, b: u64) -> u64 {
+    a + b
+}
+
+#[starling::remote]
+fn length(x: Bytes) -> u64 {
+    x.len() as u64
+}
+
+#[derive(Parser)]
+#[command(about = "Starling's workload suite, printed as JSON lines")]
+struct Args {
+    /// Workload letters to run (see the module docs).
+    #[arg(long, default_value = "abcdefghik")]
+    only: String,
+    /// Executor threads (the anchors use num_cpus=2).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Run number, copied into every line.
+    #[arg(long, default_value_t = 0)]
+    run: u32,
+}
+
+struct Emitter {
+    engine: &'static str,
+    run: u32,
+}
+
+impl Emitter {
+    fn emit(&self, bench: &str, value: f64, unit: &str, extra: Value) {
+        let mut rec = json!({
+            "bench": bench,
+            "value": (value * 1000.0).round() / 1000.0,
+            "unit": unit,
+            "engine": self.engine,
+            "run": self.run,
+        });
+        if let (Value::Object(m), Value::Object(x)) = (&mut rec, extra) {
+            m.extend(x);
+        }
+        println!("{rec}");
+    }
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+fn percentile(xs: &mut [f64], p: f64) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    let k = (xs.len() - 1) as f64 * p / 100.0;
+    let f = k as usize;
+    let c = (f + 1).min(xs.len() - 1);
+    xs[f] + (xs[c] - xs[f]) * (k - f as f64)
+}
+
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let only = |c: char| args.only.contains(c);
+    let e = Emitter { engine: "starling-inproc", run: args.run };
+
+    let t0 = Instant::now();
+    let rt = Runtime::in_process(args.threads).context("start the runtime")?;
+    let _guard = rt.enter();
+    let t_init = t0.elapsed();
+    starling::get(&noop::remote())?;
+    let t_first = t0.elapsed();
+    if only('i') {
+        e.emit("startup_init", t_init.as_secs_f64() * 1e3, "ms", json!({}));
+        e.emit("startup_to_first_result", t_first.as_secs_f64() * 1e3, "ms", json!({}));
+    }
+    if only('k') {
+        std::thread::sleep(Duration::from_millis(500));
+        e.emit(
+            "memory_idle_rss_total",
+            rss_mib(),
+            "MiB",
+            json!({"what": "the driver process, which holds the whole in-process runtime"}),
+        );
+    }
+
+    // Warm-up, as the anchors do.
+    starling::get_all(&(0..200).map(|_| noop::remote()).collect::<Vec<_>>())?;
+    starling::get_all(&(0..4).map(|_| spin_task::remote(1.0)).collect::<Vec<_>>())?;
+
+    if only('a') {
+        let t0 = Instant::now();
+        let refs: Vec<_> = (0..N_NOOP_ASYNC).map(|_| noop::remote()).collect();
+        let t_sub = t0.elapsed();
+        starling::get_all(&refs)?;
+        let dt = t0.elapsed();
+        e.emit("noop_tasks_async", N_NOOP_ASYNC as f64 / dt.as_secs_f64(), "tasks/s", json!({"n": N_NOOP_ASYNC}));
+        e.emit("noop_tasks_async_submit_only", N_NOOP_ASYNC as f64 / t_sub.as_secs_f64(), "tasks/s", json!({}));
+    }
+
+    if only('b') {
+        let mut lat: Vec<f64> = (0..N_NOOP_SYNC)
+            .map(|_| {
+                let t0 = Instant::now();
+                starling::get(&noop::remote()).map(|_| t0.elapsed().as_secs_f64() * 1e6)
+            })
+            .collect::<Result<_, _>>()?;
+        e.emit("noop_task_sync_latency_median", median(&mut lat), "us", json!({"n": N_NOOP_SYNC}));
+        e.emit("noop_task_sync_latency_p99", percentile(&mut lat, 99.0), "us", json!({"n": N_NOOP_SYNC}));
+    }
+
+    if only('c') {
+        let t0 = Instant::now();
+        let refs: Vec<_> =
+            (0..N_FANOUT).map(|_| spin_task::options().num_cpus(1.0).remote(FANOUT_MS)).collect();
+        starling::get_all(&refs)?;
+        let dt = t0.elapsed().as_secs_f64();
+        let ideal = N_FANOUT as f64 * FANOUT_MS / 1e3 / args.threads as f64;
+        e.emit("fanout_compute_wall", dt * 1e3, "ms", json!({"ideal_ms": ideal * 1e3}));
+        e.emit("fanout_compute_efficiency", 100.0 * ideal / dt, "%", json!({}));
+    }
+
+    if only('d') {
+        let objs: Vec<Bytes> = (0..N_SMALL as u64)
+            .map(|i| {
+                let mut v: Vec<u8> = i.to_le_bytes().repeat(SMALL_BYTES / 8);
+                v.resize(SMALL_BYTES, 0);
+                Bytes(v)
+            })
+            .collect();
+        let t0 = Instant::now();
+        let refs: Vec<_> = objs.iter().map(|o| starling::put(o.clone())).collect::<Result<_, _>>()?;
+        let t_put = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let out = starling::get_all(&refs)?;
+        let t_get = t1.elapsed().as_secs_f64();
+        ensure!(out[123] == objs[123], "put/get round trip changed the value");
+        let t2 = Instant::now();
+        for r in &refs {
+            starling::get(r)?;
+        }
+        let t_seq = t2.elapsed().as_secs_f64();
+        e.emit("put_get_small", N_SMALL as f64 / (t_put + t_get), "objects/s (put+batch get)", json!({}));
+        e.emit("put_small", N_SMALL as f64 / t_put, "ops/s", json!({}));
+        e.emit("get_small_batch", N_SMALL as f64 / t_get, "ops/s", json!({}));
+        e.emit("get_small_seq", N_SMALL as f64 / t_seq, "ops/s", json!({}));
+    }
+
+    let needs_blob = only('e') || only('f');
+    let blob = if needs_blob {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let v: Vec<u8> = (0..LARGE_BYTES)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        Bytes(v)
+    } else {
+        Bytes::default()
+    };
+
+    if only('e') {
+        let mut warm = Vec::new();
+        let mut fresh = Vec::new();
+        let mut dst = blob.0.clone();
+        for _ in 0..N_LARGE_ITERS {
+            let t0 = Instant::now();
+            dst.copy_from_slice(&blob);
+            warm.push(t0.elapsed().as_secs_f64());
+            let t0 = Instant::now();
+            let d = blob.0.clone();
+            fresh.push(t0.elapsed().as_secs_f64());
+            drop(d);
+        }
+        drop(dst);
+        let gb = LARGE_BYTES as f64 / 1e9;
+        e.emit("baseline_memcpy_100MB_warm", gb / median(&mut warm), "GB/s", json!({}));
+        e.emit("baseline_memcpy_100MB_fresh", gb / median(&mut fresh), "GB/s", json!({}));
+        drop(starling::get(&starling::put(blob.clone())?)?); // warm-up
+        let (mut tp, mut tg) = (Vec::new(), Vec::new());
+        for _ in 0..N_LARGE_ITERS {
+            // The anchors put an existing buffer; cloning ours is not part of the put.
+            let value = blob.clone();
+            let t0 = Instant::now();
+            let r = starling::put(value)?;
+            let t1 = Instant::now();
+            let v = starling::get(&r)?;
+            let t2 = Instant::now();
+            ensure!(v.len() == LARGE_BYTES, "large object came back with {} bytes", v.len());
+            tp.push((t1 - t0).as_secs_f64());
+            tg.push((t2 - t1).as_secs_f64());
+        }
+        let total: f64 = tp.iter().sum::<f64>() + tg.iter().sum::<f64>();
+        e.emit("put_get_large_bytes", gb * N_LARGE_ITERS as f64 / total, "GB/s (put+get)", json!({}));
+        e.emit("put_large_bytes", gb / median(&mut tp), "GB/s", json!({}));
+        e.emit("get_large_bytes", gb / median(&mut tg), "GB/s", json!({}));
+    }
+
+    if only('f') {
+        let r = starling::put(blob.clone())?;
+        ensure!(starling::get(&length::remote(&r))? == LARGE_BYTES as u64, "first call");
+        let mut ts = Vec::new();
+        for _ in 0..N_LARGE_ITERS {
+            let t0 = Instant::now();
+            ensure!(starling::get(&length::remote(&r))? == LARGE_BYTES as u64, "length");
+            ts.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        let mean = ts.iter().sum::<f64>() / ts.len() as f64;
+        e.emit("pass_large_arg_bytes", mean, "ms/call", json!({"median_ms": median(&mut ts)}));
+    }
+    drop(blob);
+
+    if only('g') {
+        let t0 = Instant::now();
+        let mut r = inc::remote(0);
+        for _ in 0..N_CHAIN - 1 {
+            r = inc::remote(r);
+        }
+        let v = starling::get(&r)?;
+        let dt = t0.elapsed().as_secs_f64();
+        ensure!(v == N_CHAIN as u64, "chain computed {v}");
+        e.emit("chain", N_CHAIN as f64 / dt, "tasks/s", json!({"wall_ms": dt * 1e3}));
+    }
+
+    if only('h') {
+        let t0 = Instant::now();
+        let mut level: Vec<_> =
+            (0..N_TREE_LEAVES as u64).collect::<Vec<_>>().chunks(2).map(|p| add::remote(p[0], p[1])).collect();
+        while level.len() > 1 {
+            level = level.chunks(2).map(|p| add::remote(&p[0], &p[1])).collect();
+        }
+        let v = starling::get(&level[0])?;
+        let dt = t0.elapsed().as_secs_f64();
+        let n = N_TREE_LEAVES as u64;
+        ensure!(v == n * (n - 1) / 2, "tree_reduce computed {v}");
+        e.emit("tree_reduce", dt * 1e3, "ms", json!({"tasks": N_TREE_LEAVES - 1}));
+    }
+
+    let t0 = Instant::now();
+    rt.shutdown();
+    if only('i') {
+        e.emit("shutdown", t0.elapsed().as_secs_f64() * 1e3, "ms", json!({}));
+    }
+    Ok(())
+}
