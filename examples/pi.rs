@@ -20,14 +20,31 @@ fn count_hits(seed: u64, samples: u64) -> u64 {
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let tasks: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(100);
-    let per_task: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
+    let per_task: u64 = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1_000_000);
     let t0 = Instant::now();
     starling::init().context("start the runtime")?;
-    let counts: Vec<_> = (0..tasks).map(|seed| count_hits::remote(seed, per_task)).collect();
-    let hits: u64 = starling::get_all(&counts).context("get the counts")?.into_iter().sum();
+    let counts: Vec<_> = (0..tasks)
+        .map(|seed| count_hits::remote(seed, per_task))
+        .collect();
+    let hits: u64 = starling::get_all(&counts)
+        .context("get the counts")?
+        .into_iter()
+        .sum();
     let pi = 4.0 * hits as f64 / (tasks * per_task) as f64;
     let dt = t0.elapsed();
-    println!("pi ~= {pi:.6} (error {:.6}) from {} samples in {tasks} tasks", (pi - std::f64::consts::PI).abs(), tasks * per_task);
-    println!("took {:.1} ms ({:.1} M samples/s)", dt.as_secs_f64() * 1e3, (tasks * per_task) as f64 / dt.as_secs_f64() / 1e6);
+    println!(
+        "pi ~= {pi:.6} (error {:.6}) from {} samples in {tasks} tasks",
+        (pi - std::f64::consts::PI).abs(),
+        tasks * per_task
+    );
+    println!(
+        "took {:.1} ms ({:.1} M samples/s)",
+        dt.as_secs_f64() * 1e3,
+        (tasks * per_task) as f64 / dt.as_secs_f64() / 1e6
+    );
     Ok(())
 }

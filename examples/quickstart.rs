@@ -16,7 +16,11 @@ fn sum(values: Vec<u64>) -> u64 {
 }
 
 fn main() -> anyhow::Result<()> {
-    let n: u64 = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000);
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(10_000);
     let t0 = Instant::now();
     starling::init().context("start the runtime")?;
     let squares: Vec<_> = (1..=n).map(square::remote).collect();
@@ -25,6 +29,11 @@ fn main() -> anyhow::Result<()> {
     let dt = t0.elapsed();
     assert_eq!(total, n * (n + 1) * (2 * n + 1) / 6, "sum of squares");
     println!("sum of squares of 1..={n} = {total}");
-    println!("{} tasks in {:.1} ms ({:.0} tasks/s)", n + 1, dt.as_secs_f64() * 1e3, (n + 1) as f64 / dt.as_secs_f64());
+    println!(
+        "{} tasks in {:.1} ms ({:.0} tasks/s)",
+        n + 1,
+        dt.as_secs_f64() * 1e3,
+        (n + 1) as f64 / dt.as_secs_f64()
+    );
     Ok(())
 }

@@ -18,10 +18,19 @@ fn sum_range(lo: u64, hi: u64) -> Result<u64, starling::Error> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let n: u64 = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(1 << 16);
-    let threads: usize = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(2);
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1 << 16);
+    let threads: usize = std::env::args()
+        .nth(2)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(2);
     let t0 = Instant::now();
-    starling::init_with(starling::Config::default().threads(threads)).context("start the runtime")?;
+    starling::init_with(starling::Config::default().threads(threads))
+        .context("start the runtime")?;
     let total = starling::get(&sum_range::remote(0, n)).context("get the sum")?;
     let dt = t0.elapsed();
     assert_eq!(total, n * (n - 1) / 2);

@@ -119,7 +119,10 @@ fn rss_mib() -> f64 {
 fn main() -> Result<()> {
     let args = Args::parse();
     let only = |c: char| args.only.contains(c);
-    let e = Emitter { engine: "starling-inproc", run: args.run };
+    let e = Emitter {
+        engine: "starling-inproc",
+        run: args.run,
+    };
 
     let t0 = Instant::now();
     let rt = Runtime::in_process(args.threads).context("start the runtime")?;
@@ -129,7 +132,12 @@ fn main() -> Result<()> {
     let t_first = t0.elapsed();
     if only('i') {
         e.emit("startup_init", t_init.as_secs_f64() * 1e3, "ms", json!({}));
-        e.emit("startup_to_first_result", t_first.as_secs_f64() * 1e3, "ms", json!({}));
+        e.emit(
+            "startup_to_first_result",
+            t_first.as_secs_f64() * 1e3,
+            "ms",
+            json!({}),
+        );
     }
     if only('k') {
         std::thread::sleep(Duration::from_millis(500));
@@ -151,8 +159,18 @@ fn main() -> Result<()> {
         let t_sub = t0.elapsed();
         starling::get_all(&refs)?;
         let dt = t0.elapsed();
-        e.emit("noop_tasks_async", N_NOOP_ASYNC as f64 / dt.as_secs_f64(), "tasks/s", json!({"n": N_NOOP_ASYNC}));
-        e.emit("noop_tasks_async_submit_only", N_NOOP_ASYNC as f64 / t_sub.as_secs_f64(), "tasks/s", json!({}));
+        e.emit(
+            "noop_tasks_async",
+            N_NOOP_ASYNC as f64 / dt.as_secs_f64(),
+            "tasks/s",
+            json!({"n": N_NOOP_ASYNC}),
+        );
+        e.emit(
+            "noop_tasks_async_submit_only",
+            N_NOOP_ASYNC as f64 / t_sub.as_secs_f64(),
+            "tasks/s",
+            json!({}),
+        );
     }
 
     if only('b') {
@@ -162,19 +180,40 @@ fn main() -> Result<()> {
                 starling::get(&noop::remote()).map(|_| t0.elapsed().as_secs_f64() * 1e6)
             })
             .collect::<Result<_, _>>()?;
-        e.emit("noop_task_sync_latency_median", median(&mut lat), "us", json!({"n": N_NOOP_SYNC}));
-        e.emit("noop_task_sync_latency_p99", percentile(&mut lat, 99.0), "us", json!({"n": N_NOOP_SYNC}));
+        e.emit(
+            "noop_task_sync_latency_median",
+            median(&mut lat),
+            "us",
+            json!({"n": N_NOOP_SYNC}),
+        );
+        e.emit(
+            "noop_task_sync_latency_p99",
+            percentile(&mut lat, 99.0),
+            "us",
+            json!({"n": N_NOOP_SYNC}),
+        );
     }
 
     if only('c') {
         let t0 = Instant::now();
-        let refs: Vec<_> =
-            (0..N_FANOUT).map(|_| spin_task::options().num_cpus(1.0).remote(FANOUT_MS)).collect();
+        let refs: Vec<_> = (0..N_FANOUT)
+            .map(|_| spin_task::options().num_cpus(1.0).remote(FANOUT_MS))
+            .collect();
         starling::get_all(&refs)?;
         let dt = t0.elapsed().as_secs_f64();
         let ideal = N_FANOUT as f64 * FANOUT_MS / 1e3 / args.threads as f64;
-        e.emit("fanout_compute_wall", dt * 1e3, "ms", json!({"ideal_ms": ideal * 1e3}));
-        e.emit("fanout_compute_efficiency", 100.0 * ideal / dt, "%", json!({}));
+        e.emit(
+            "fanout_compute_wall",
+            dt * 1e3,
+            "ms",
+            json!({"ideal_ms": ideal * 1e3}),
+        );
+        e.emit(
+            "fanout_compute_efficiency",
+            100.0 * ideal / dt,
+            "%",
+            json!({}),
+        );
     }
 
     if only('d') {
@@ -186,20 +225,36 @@ fn main() -> Result<()> {
             })
             .collect();
         let t0 = Instant::now();
-        let refs: Vec<_> = objs.iter().map(|o| starling::put(o.clone())).collect::<Result<_, _>>()?;
+        let refs: Vec<_> = objs
+            .iter()
+            .map(|o| starling::put(o.clone()))
+            .collect::<Result<_, _>>()?;
         let t_put = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let out = starling::get_all(&refs)?;
         let t_get = t1.elapsed().as_secs_f64();
-        ensure!(out[123] == objs[123], "put/get round trip changed the value");
+        ensure!(
+            out[123] == objs[123],
+            "put/get round trip changed the value"
+        );
         let t2 = Instant::now();
         for r in &refs {
             starling::get(r)?;
         }
         let t_seq = t2.elapsed().as_secs_f64();
-        e.emit("put_get_small", N_SMALL as f64 / (t_put + t_get), "objects/s (put+batch get)", json!({}));
+        e.emit(
+            "put_get_small",
+            N_SMALL as f64 / (t_put + t_get),
+            "objects/s (put+batch get)",
+            json!({}),
+        );
         e.emit("put_small", N_SMALL as f64 / t_put, "ops/s", json!({}));
-        e.emit("get_small_batch", N_SMALL as f64 / t_get, "ops/s", json!({}));
+        e.emit(
+            "get_small_batch",
+            N_SMALL as f64 / t_get,
+            "ops/s",
+            json!({}),
+        );
         e.emit("get_small_seq", N_SMALL as f64 / t_seq, "ops/s", json!({}));
     }
 
@@ -234,8 +289,18 @@ fn main() -> Result<()> {
         }
         drop(dst);
         let gb = LARGE_BYTES as f64 / 1e9;
-        e.emit("baseline_memcpy_100MB_warm", gb / median(&mut warm), "GB/s", json!({}));
-        e.emit("baseline_memcpy_100MB_fresh", gb / median(&mut fresh), "GB/s", json!({}));
+        e.emit(
+            "baseline_memcpy_100MB_warm",
+            gb / median(&mut warm),
+            "GB/s",
+            json!({}),
+        );
+        e.emit(
+            "baseline_memcpy_100MB_fresh",
+            gb / median(&mut fresh),
+            "GB/s",
+            json!({}),
+        );
         drop(starling::get(&starling::put(blob.clone())?)?); // warm-up
         let (mut tp, mut tg) = (Vec::new(), Vec::new());
         for _ in 0..N_LARGE_ITERS {
@@ -246,27 +311,47 @@ fn main() -> Result<()> {
             let t1 = Instant::now();
             let v = starling::get(&r)?;
             let t2 = Instant::now();
-            ensure!(v.len() == LARGE_BYTES, "large object came back with {} bytes", v.len());
+            ensure!(
+                v.len() == LARGE_BYTES,
+                "large object came back with {} bytes",
+                v.len()
+            );
             tp.push((t1 - t0).as_secs_f64());
             tg.push((t2 - t1).as_secs_f64());
         }
         let total: f64 = tp.iter().sum::<f64>() + tg.iter().sum::<f64>();
-        e.emit("put_get_large_bytes", gb * N_LARGE_ITERS as f64 / total, "GB/s (put+get)", json!({}));
+        e.emit(
+            "put_get_large_bytes",
+            gb * N_LARGE_ITERS as f64 / total,
+            "GB/s (put+get)",
+            json!({}),
+        );
         e.emit("put_large_bytes", gb / median(&mut tp), "GB/s", json!({}));
         e.emit("get_large_bytes", gb / median(&mut tg), "GB/s", json!({}));
     }
 
     if only('f') {
         let r = starling::put(blob.clone())?;
-        ensure!(starling::get(&length::remote(&r))? == LARGE_BYTES as u64, "first call");
+        ensure!(
+            starling::get(&length::remote(&r))? == LARGE_BYTES as u64,
+            "first call"
+        );
         let mut ts = Vec::new();
         for _ in 0..N_LARGE_ITERS {
             let t0 = Instant::now();
-            ensure!(starling::get(&length::remote(&r))? == LARGE_BYTES as u64, "length");
+            ensure!(
+                starling::get(&length::remote(&r))? == LARGE_BYTES as u64,
+                "length"
+            );
             ts.push(t0.elapsed().as_secs_f64() * 1e3);
         }
         let mean = ts.iter().sum::<f64>() / ts.len() as f64;
-        e.emit("pass_large_arg_bytes", mean, "ms/call", json!({"median_ms": median(&mut ts)}));
+        e.emit(
+            "pass_large_arg_bytes",
+            mean,
+            "ms/call",
+            json!({"median_ms": median(&mut ts)}),
+        );
     }
     drop(blob);
 
@@ -279,13 +364,21 @@ fn main() -> Result<()> {
         let v = starling::get(&r)?;
         let dt = t0.elapsed().as_secs_f64();
         ensure!(v == N_CHAIN as u64, "chain computed {v}");
-        e.emit("chain", N_CHAIN as f64 / dt, "tasks/s", json!({"wall_ms": dt * 1e3}));
+        e.emit(
+            "chain",
+            N_CHAIN as f64 / dt,
+            "tasks/s",
+            json!({"wall_ms": dt * 1e3}),
+        );
     }
 
     if only('h') {
         let t0 = Instant::now();
-        let mut level: Vec<_> =
-            (0..N_TREE_LEAVES as u64).collect::<Vec<_>>().chunks(2).map(|p| add::remote(p[0], p[1])).collect();
+        let mut level: Vec<_> = (0..N_TREE_LEAVES as u64)
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .map(|p| add::remote(p[0], p[1]))
+            .collect();
         while level.len() > 1 {
             level = level.chunks(2).map(|p| add::remote(&p[0], &p[1])).collect();
         }
@@ -293,13 +386,23 @@ fn main() -> Result<()> {
         let dt = t0.elapsed().as_secs_f64();
         let n = N_TREE_LEAVES as u64;
         ensure!(v == n * (n - 1) / 2, "tree_reduce computed {v}");
-        e.emit("tree_reduce", dt * 1e3, "ms", json!({"tasks": N_TREE_LEAVES - 1}));
+        e.emit(
+            "tree_reduce",
+            dt * 1e3,
+            "ms",
+            json!({"tasks": N_TREE_LEAVES - 1}),
+        );
     }
 
     let t0 = Instant::now();
     rt.shutdown();
     if only('i') {
-        e.emit("shutdown", t0.elapsed().as_secs_f64() * 1e3, "ms", json!({}));
+        e.emit(
+            "shutdown",
+            t0.elapsed().as_secs_f64() * 1e3,
+            "ms",
+            json!({}),
+        );
     }
     Ok(())
 }

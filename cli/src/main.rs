@@ -8,7 +8,11 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "starling", version, about = "Starling: a distributed task engine for Rust")]
+#[command(
+    name = "starling",
+    version,
+    about = "Starling: a distributed task engine for Rust"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -2,10 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::__private::RemoteValue;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::object_ref::ObjectRef;
-use crate::private::RemoteValue;
 use crate::runtime::{current_or_init, NodeInfo};
 
 /// Blocks until the value of `r` is available and returns it. Inside a task, the task's CPUs are
@@ -17,7 +17,9 @@ pub fn get<T: RemoteValue>(r: &ObjectRef<T>) -> Result<T> {
 
 /// Like [`get`], but gives up with [`Error::Timeout`] after `timeout`.
 pub fn get_timeout<T: RemoteValue>(r: &ObjectRef<T>, timeout: Duration) -> Result<T> {
-    let blob = r.runtime().wait_object(r.id(), Some(Instant::now() + timeout))?;
+    let blob = r
+        .runtime()
+        .wait_object(r.id(), Some(Instant::now() + timeout))?;
     codec::decode(&blob)
 }
 
@@ -42,14 +44,19 @@ pub fn put<T: RemoteValue>(value: T) -> Result<ObjectRef<T>> {
     Ok(ObjectRef::from_raw(id, rt))
 }
 
+/// What [`wait`] returns: `(ready, not_ready)`, each in input order.
+pub type WaitResult<T> = (Vec<ObjectRef<T>>, Vec<ObjectRef<T>>);
+
 /// Waits until `num_returns` of `refs` are settled (have a value or an error) or `timeout`
 /// passes, and returns `(ready, not_ready)`, each in input order.
 pub fn wait<T>(
     refs: &[ObjectRef<T>],
     num_returns: usize,
     timeout: Option<Duration>,
-) -> Result<(Vec<ObjectRef<T>>, Vec<ObjectRef<T>>)> {
-    let Some(first) = refs.first() else { return Ok((Vec::new(), Vec::new())) };
+) -> Result<WaitResult<T>> {
+    let Some(first) = refs.first() else {
+        return Ok((Vec::new(), Vec::new()));
+    };
     let rt = first.runtime();
     if let Some(r) = refs.iter().find(|r| r.runtime() != rt) {
         return Err(Error::ForeignObject(r.id()));

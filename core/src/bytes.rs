@@ -72,7 +72,8 @@ impl<'de> Visitor<'de> for BytesVisitor {
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        d.deserialize_byte_buf(BytesVisitor).map_err(D::Error::custom)
+        d.deserialize_byte_buf(BytesVisitor)
+            .map_err(D::Error::custom)
     }
 }
 
@@ -85,7 +86,11 @@ mod tests {
     fn encodes_as_one_block() {
         let b = Bytes(vec![7u8; 1000]);
         let enc = codec::encode(&b).unwrap();
-        assert!(enc.len() <= 1003, "length prefix + raw bytes, got {}", enc.len());
+        assert!(
+            enc.len() <= 1003,
+            "length prefix + raw bytes, got {}",
+            enc.len()
+        );
         assert_eq!(codec::decode::<Bytes>(&enc).unwrap(), b);
         assert!(codec::decode::<Bytes>(&[0xfb, 0xff, 0xff, 0xff, 0xff]).is_err());
     }

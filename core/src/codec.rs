@@ -26,7 +26,8 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
         type_name: std::any::type_name::<T>(),
         message,
     };
-    let (v, used) = bincode::serde::decode_from_slice(bytes, CONFIG).map_err(|e| err(e.to_string()))?;
+    let (v, used) =
+        bincode::serde::decode_from_slice(bytes, CONFIG).map_err(|e| err(e.to_string()))?;
     if used != bytes.len() {
         return Err(err(format!("{} trailing bytes", bytes.len() - used)));
     }
@@ -43,7 +44,17 @@ mod tests {
         let b = encode(&v).unwrap();
         assert_eq!(decode::<(u64, String, Vec<f64>)>(&b).unwrap(), v);
         let e = decode::<String>(&[0xff, 0xff]).unwrap_err();
-        assert!(matches!(e, Error::Codec { op: "decode", type_name: "alloc::string::String", .. }));
-        assert!(decode::<u8>(&[1, 2]).is_err(), "trailing bytes are an error");
+        assert!(matches!(
+            e,
+            Error::Codec {
+                op: "decode",
+                type_name: "alloc::string::String",
+                ..
+            }
+        ));
+        assert!(
+            decode::<u8>(&[1, 2]).is_err(),
+            "trailing bytes are an error"
+        );
     }
 }

@@ -109,17 +109,24 @@ impl From<&TaskFailure> for Error {
     fn from(f: &TaskFailure) -> Self {
         let task = f.task;
         match &f.kind {
-            FailureKind::Application(cause) => {
-                Error::TaskFailed { task, attempt: f.attempt, cause: cause.clone() }
-            }
-            FailureKind::Upstream(up) => {
-                Error::UpstreamFailed { task, upstream: Box::new(Error::from(&**up)) }
-            }
+            FailureKind::Application(cause) => Error::TaskFailed {
+                task,
+                attempt: f.attempt,
+                cause: cause.clone(),
+            },
+            FailureKind::Upstream(up) => Error::UpstreamFailed {
+                task,
+                upstream: Box::new(Error::from(&**up)),
+            },
             FailureKind::Cancelled => Error::Cancelled { task },
-            FailureKind::FunctionNotFound { name, build } => {
-                Error::FunctionNotFound { name: name.clone(), build: build.clone() }
-            }
-            FailureKind::BadArgument(cause) => Error::BadArgument { task, cause: cause.clone() },
+            FailureKind::FunctionNotFound { name, build } => Error::FunctionNotFound {
+                name: name.clone(),
+                build: build.clone(),
+            },
+            FailureKind::BadArgument(cause) => Error::BadArgument {
+                task,
+                cause: cause.clone(),
+            },
             FailureKind::ObjectLost(o) => Error::ObjectLost(*o),
         }
     }

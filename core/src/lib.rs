@@ -32,11 +32,12 @@ mod registry;
 mod runtime;
 
 #[doc(hidden)]
-pub mod private;
-#[doc(hidden)]
-pub use private as __private;
+#[path = "private.rs"]
+pub mod __private;
 
-pub use api::{cancel, get, get_all, get_all_timeout, get_timeout, nodes, pending_reason, put, wait};
+pub use api::{
+    cancel, get, get_all, get_all_timeout, get_timeout, nodes, pending_reason, put, wait,
+};
 pub use bytes::Bytes;
 pub use error::{Error, RemoteError, Result};
 pub use object_ref::{IntoArg, ObjectRef};
@@ -44,4 +45,6 @@ pub use options::TaskOptions;
 pub use runtime::exec::is_cancelled;
 pub use runtime::{current, init, init_with, Config, EnterGuard, NodeInfo, Runtime, RuntimeStats};
 pub use starling_macros::remote;
-pub use starling_proto::{JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, WorkerId};
+pub use starling_proto::{
+    JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, WorkerId,
+};

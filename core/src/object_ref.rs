@@ -12,9 +12,9 @@ use std::task::{Context, Poll};
 
 use starling_proto::ObjectId;
 
+use crate::__private::RemoteValue;
 use crate::codec;
 use crate::error::Error;
-use crate::private::RemoteValue;
 use crate::runtime::Runtime;
 
 /// The shared part of all clones of one `ObjectRef`: dropping it releases the object.
@@ -42,7 +42,10 @@ pub struct ObjectRef<T> {
 
 impl<T> ObjectRef<T> {
     pub(crate) fn from_raw(id: ObjectId, rt: Runtime) -> Self {
-        ObjectRef { handle: Arc::new(RefHandle { id, rt }), _t: PhantomData }
+        ObjectRef {
+            handle: Arc::new(RefHandle { id, rt }),
+            _t: PhantomData,
+        }
     }
 
     /// The object's id.
@@ -57,13 +60,21 @@ impl<T> ObjectRef<T> {
 
 impl<T> Clone for ObjectRef<T> {
     fn clone(&self) -> Self {
-        ObjectRef { handle: self.handle.clone(), _t: PhantomData }
+        ObjectRef {
+            handle: self.handle.clone(),
+            _t: PhantomData,
+        }
     }
 }
 
 impl<T> fmt::Debug for ObjectRef<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ObjectRef<{}>({})", std::any::type_name::<T>(), self.handle.id)
+        write!(
+            f,
+            "ObjectRef<{}>({})",
+            std::any::type_name::<T>(),
+            self.handle.id
+        )
     }
 }
 

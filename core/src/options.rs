@@ -27,7 +27,8 @@ impl Default for TaskOptions {
 impl TaskOptions {
     /// CPUs the task holds while it runs (fractions allowed; 0 for none).
     pub fn num_cpus(mut self, n: f64) -> Self {
-        self.resources.set_units("CPU", ResourceSet::cpus(n).cpu_units());
+        self.resources
+            .set_units("CPU", ResourceSet::cpus(n).cpu_units());
         self
     }
 
@@ -95,6 +96,9 @@ mod tests {
         assert_eq!(o.resources.get("tpu"), 2.0);
         assert_eq!((o.max_retries, o.retry_exceptions), (5, true));
         assert_eq!(o.strategy, SchedulingStrategy::Spread);
-        assert_eq!(TaskOptions::default().num_cpus(0.0).resources.cpu_units(), 0);
+        assert_eq!(
+            TaskOptions::default().num_cpus(0.0).resources.cpu_units(),
+            0
+        );
     }
 }

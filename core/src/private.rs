@@ -41,12 +41,29 @@ pub enum InvokeError {
 /// The type-erased entry point of a remote function: encoded arguments in, encoded value out.
 pub type InvokeFn = fn(&[&[u8]]) -> Result<Vec<u8>, InvokeError>;
 
+/// Checks that a task carries exactly the `expected` number of arguments.
+pub fn check_arity(args: &[&[u8]], expected: usize) -> Result<(), InvokeError> {
+    if args.len() == expected {
+        return Ok(());
+    }
+    Err(InvokeError::BadArgument(RemoteError::new(
+        "starling::WrongArgumentCount",
+        format!(
+            "the function takes {expected} argument(s), the task carries {}",
+            args.len()
+        ),
+    )))
+}
+
 /// Decodes argument `index` as a `T`.
 pub fn decode_arg<T: RemoteValue>(args: &[&[u8]], index: usize) -> Result<T, InvokeError> {
     let bytes = args.get(index).ok_or_else(|| {
         InvokeError::BadArgument(RemoteError::new(
             "starling::WrongArgumentCount",
-            format!("argument {index} missing: the task carries {} argument(s)", args.len()),
+            format!(
+                "argument {index} missing: the task carries {} argument(s)",
+                args.len()
+            ),
         ))
     })?;
     codec::decode(bytes).map_err(|e| {
@@ -93,7 +110,9 @@ pub struct ArgsBuilder {
 impl ArgsBuilder {
     /// Room for `n` arguments.
     pub fn with_capacity(n: usize) -> Self {
-        ArgsBuilder { args: Vec::with_capacity(n) }
+        ArgsBuilder {
+            args: Vec::with_capacity(n),
+        }
     }
 
     /// Adds the next argument: a value or an `ObjectRef` of one.

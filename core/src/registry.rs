@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use crate::private::InvokeFn;
+use crate::__private::InvokeFn;
 
 /// One registered function (emitted by `#[remote]`).
 #[doc(hidden)]
@@ -34,6 +34,9 @@ pub(crate) struct Entry {
 
 pub(crate) struct Registry {
     by_name: HashMap<&'static str, Entry>,
+    /// Names registered more than once (same module, name and signature, in different function
+    /// bodies). Calls to them would be ambiguous, so the runtime refuses to start.
+    pub duplicates: Vec<&'static str>,
 }
 
 impl Registry {
@@ -41,10 +44,22 @@ impl Registry {
         static REGISTRY: OnceLock<Registry> = OnceLock::new();
         REGISTRY.get_or_init(|| {
             let mut by_name = HashMap::new();
+            let mut duplicates = Vec::new();
             for r in inventory::iter::<Registration> {
-                by_name.entry(r.name).or_insert(Entry { name: Arc::from(r.name), invoke: r.invoke });
+                match by_name.entry(r.name) {
+                    std::collections::hash_map::Entry::Occupied(_) => duplicates.push(r.name),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(Entry {
+                            name: Arc::from(r.name),
+                            invoke: r.invoke,
+                        });
+                    }
+                }
             }
-            Registry { by_name }
+            Registry {
+                by_name,
+                duplicates,
+            }
         })
     }
 

@@ -60,7 +60,10 @@ fn values_and_dependencies() {
     let c = add::remote(a.clone(), b.clone());
     assert_eq!(starling::get_timeout(&c, LONG).unwrap(), 16);
     let p = starling::put(100i64).unwrap();
-    assert_eq!(starling::get_timeout(&add::remote(p, 1), LONG).unwrap(), 101);
+    assert_eq!(
+        starling::get_timeout(&add::remote(p, 1), LONG).unwrap(),
+        101
+    );
     let opts = add::options().num_cpus(0.5).max_retries(0).remote(2, 2);
     assert_eq!(starling::get_timeout(&opts, LONG).unwrap(), 4);
 }
@@ -70,13 +73,24 @@ fn panic_reaches_get_with_type_message_backtrace_task_and_attempt() {
     let (_rt, _g) = runtime(1);
     let r = boom::remote("x".to_string());
     match starling::get_timeout(&r, LONG).unwrap_err() {
-        Error::TaskFailed { task, attempt, cause } => {
+        Error::TaskFailed {
+            task,
+            attempt,
+            cause,
+        } => {
             assert_eq!(task, r.id().task());
             assert_eq!(attempt, 0);
             assert_eq!(cause.type_name, "panic");
             assert!(cause.message.contains("boom: x"), "{}", cause.message);
-            assert!(cause.message.contains("api.rs"), "location in {}", cause.message);
-            assert!(cause.backtrace.contains("boom"), "backtrace names the function");
+            assert!(
+                cause.message.contains("api.rs"),
+                "location in {}",
+                cause.message
+            );
+            assert!(
+                cause.backtrace.contains("boom"),
+                "backtrace names the function"
+            );
         }
         e => panic!("expected TaskFailed, got {e:?}"),
     }
@@ -85,7 +99,10 @@ fn panic_reaches_get_with_type_message_backtrace_task_and_attempt() {
 #[test]
 fn err_return_reaches_get_with_its_type_name() {
     let (_rt, _g) = runtime(1);
-    assert_eq!(starling::get_timeout(&parse::remote("42"), LONG).unwrap(), 42);
+    assert_eq!(
+        starling::get_timeout(&parse::remote("42"), LONG).unwrap(),
+        42
+    );
     let e = starling::get_timeout(&parse::remote("x"), LONG).unwrap_err();
     let cause = e.remote_error().expect("a remote error");
     assert_eq!(cause.type_name, "core::num::error::ParseIntError");
@@ -99,13 +116,22 @@ fn upstream_failure_chain_is_visible_downstream() {
     let mid = add::remote(&bad, 1);
     let end = add::remote(&mid, 1);
     let e = starling::get_timeout(&end, LONG).unwrap_err();
-    let Error::UpstreamFailed { task, upstream } = &e else { panic!("got {e:?}") };
+    let Error::UpstreamFailed { task, upstream } = &e else {
+        panic!("got {e:?}")
+    };
     assert_eq!(*task, end.id().task());
-    let Error::UpstreamFailed { task: t2, .. } = &**upstream else { panic!("got {upstream:?}") };
+    let Error::UpstreamFailed { task: t2, .. } = &**upstream else {
+        panic!("got {upstream:?}")
+    };
     assert_eq!(*t2, mid.id().task());
-    let Error::TaskFailed { task: root, .. } = e.root_cause() else { panic!() };
+    let Error::TaskFailed { task: root, .. } = e.root_cause() else {
+        panic!()
+    };
     assert_eq!(*root, bad.id().task());
-    assert!(e.to_string().contains("invalid digit"), "the message shows the root: {e}");
+    assert!(
+        e.to_string().contains("invalid digit"),
+        "the message shows the root: {e}"
+    );
 }
 
 #[test]
@@ -117,11 +143,22 @@ fn cancelled_task_and_its_dependents_fail_as_cancelled() {
     starling::cancel(&queued, false).unwrap();
     assert_eq!(
         starling::get_timeout(&queued, LONG).unwrap_err(),
-        Error::Cancelled { task: queued.id().task() }
+        Error::Cancelled {
+            task: queued.id().task()
+        }
     );
     let e = starling::get_timeout(&dependent, LONG).unwrap_err();
-    assert_eq!(e.root_cause(), &Error::Cancelled { task: queued.id().task() });
-    assert_eq!(starling::get_timeout(&blocker, LONG).unwrap(), 300, "others are unaffected");
+    assert_eq!(
+        e.root_cause(),
+        &Error::Cancelled {
+            task: queued.id().task()
+        }
+    );
+    assert_eq!(
+        starling::get_timeout(&blocker, LONG).unwrap(),
+        300,
+        "others are unaffected"
+    );
     starling::cancel(&blocker, true).expect("cancelling a finished task is a no-op");
     assert_eq!(starling::get_timeout(&blocker, LONG).unwrap(), 300);
 }
@@ -133,7 +170,10 @@ fn get_timeout_times_out_and_the_value_still_arrives() {
     let t0 = Instant::now();
     let e = starling::get_timeout(&r, Duration::from_millis(20)).unwrap_err();
     assert!(matches!(e, Error::Timeout { .. }), "got {e:?}");
-    assert!(t0.elapsed() < Duration::from_millis(190), "returned at the timeout");
+    assert!(
+        t0.elapsed() < Duration::from_millis(190),
+        "returned at the timeout"
+    );
     assert_eq!(starling::get_timeout(&r, LONG).unwrap(), 200);
 }
 
@@ -141,8 +181,11 @@ fn get_timeout_times_out_and_the_value_still_arrives() {
 fn unknown_function_and_bad_argument_are_typed_errors() {
     let (_rt, _g) = runtime(1);
     use starling::__private::{submit, ArgsBuilder};
-    let missing: ObjectRef<i64> =
-        submit("nowhere::missing#0", ArgsBuilder::with_capacity(0), TaskOptions::default());
+    let missing: ObjectRef<i64> = submit(
+        "nowhere::missing#0",
+        ArgsBuilder::with_capacity(0),
+        TaskOptions::default(),
+    );
     match starling::get_timeout(&missing, LONG).unwrap_err() {
         Error::FunctionNotFound { name, build } => {
             assert_eq!(name, "nowhere::missing#0");
@@ -154,20 +197,34 @@ fn unknown_function_and_bad_argument_are_typed_errors() {
     let mut args = ArgsBuilder::with_capacity(1);
     args.push::<String, _>("not a number".to_string());
     let bad: ObjectRef<i64> = submit(add::NAME, args, TaskOptions::default());
-    assert!(matches!(starling::get_timeout(&bad, LONG).unwrap_err(), Error::BadArgument { .. }));
+    assert!(matches!(
+        starling::get_timeout(&bad, LONG).unwrap_err(),
+        Error::BadArgument { .. }
+    ));
 }
 
 #[test]
 fn wait_keeps_input_order_and_honours_timeout() {
     let (_rt, _g) = runtime(2);
-    let refs = vec![sleep_ms::remote(400), sleep_ms::remote(1), sleep_ms::remote(2)];
+    let refs = vec![
+        sleep_ms::remote(400),
+        sleep_ms::remote(1),
+        sleep_ms::remote(2),
+    ];
     let t0 = Instant::now();
     let (ready, rest) = starling::wait(&refs, 2, Some(LONG)).unwrap();
-    assert!(t0.elapsed() < Duration::from_millis(350), "did not wait for the slow one");
+    assert!(
+        t0.elapsed() < Duration::from_millis(350),
+        "did not wait for the slow one"
+    );
     assert_eq!(ready, vec![refs[1].clone(), refs[2].clone()]);
     assert_eq!(rest, vec![refs[0].clone()]);
     let (ready, rest) = starling::wait(&refs, 3, Some(Duration::from_millis(10))).unwrap();
-    assert_eq!((ready.len(), rest.len()), (2, 1), "timeout returns what is ready");
+    assert_eq!(
+        (ready.len(), rest.len()),
+        (2, 1),
+        "timeout returns what is ready"
+    );
     let (ready, _) = starling::wait(&refs, 3, Some(LONG)).unwrap();
     assert_eq!(ready, refs);
 }
@@ -191,8 +248,9 @@ fn async_functions_run_with_tokio_timers() {
 fn object_ref_is_a_future() {
     let (_rt, _g) = runtime(1);
     let r = add::remote(20, 22);
-    let v = starling::__private::block_on(async { r.await }).unwrap();
-    assert_eq!(v, 42);
+    let s = add::remote(&r, 1);
+    let v = starling::__private::block_on(async { Ok::<_, Error>(r.await? + s.await?) });
+    assert_eq!(v.unwrap(), 85);
 }
 
 static FLAKY_CALLS: AtomicU32 = AtomicU32::new(0);
@@ -210,7 +268,11 @@ fn flaky(fail_times: u32) -> u32 {
 fn application_errors_are_retried_only_with_retry_exceptions() {
     let (_rt, _g) = runtime(1);
     FLAKY_CALLS.store(0, Ordering::SeqCst);
-    assert_eq!(starling::get_timeout(&flaky::remote(2), LONG).unwrap(), 2, "third attempt wins");
+    assert_eq!(
+        starling::get_timeout(&flaky::remote(2), LONG).unwrap(),
+        2,
+        "third attempt wins"
+    );
     FLAKY_CALLS.store(0, Ordering::SeqCst);
     match starling::get_timeout(&flaky::remote(5), LONG).unwrap_err() {
         Error::TaskFailed { attempt, .. } => assert_eq!(attempt, 2, "attempts 0, 1, 2"),
@@ -219,7 +281,11 @@ fn application_errors_are_retried_only_with_retry_exceptions() {
     FLAKY_CALLS.store(0, Ordering::SeqCst);
     let once = flaky::options().retry_exceptions(false).remote(1);
     assert!(starling::get_timeout(&once, LONG).is_err());
-    assert_eq!(FLAKY_CALLS.load(Ordering::SeqCst), 1, "no retry without retry_exceptions");
+    assert_eq!(
+        FLAKY_CALLS.load(Ordering::SeqCst),
+        1,
+        "no retry without retry_exceptions"
+    );
 }
 
 #[test]
@@ -234,8 +300,8 @@ fn infeasible_task_says_why_and_runs_where_resources_exist() {
         starling::pending_reason(&r).as_deref(),
         Some("infeasible: needs gpu=1; no node has gpu")
     );
-    let gpu_rt = Runtime::with_config(starling::Config::default().threads(1).resource("GPU", 1.0))
-        .unwrap();
+    let gpu_rt =
+        Runtime::with_config(starling::Config::default().threads(1).resource("GPU", 1.0)).unwrap();
     let _g2 = gpu_rt.enter();
     let r = add::options().num_gpus(0.5).remote(1, 1);
     assert_eq!(starling::get_timeout(&r, LONG).unwrap(), 2);
@@ -247,9 +313,15 @@ fn fractional_cpus_run_side_by_side() {
     // One CPU, tasks of 0.25 CPU: four run at once (the runtime adds executors for them).
     let (_rt, _g) = runtime(1);
     let t0 = Instant::now();
-    let refs: Vec<_> = (0..4).map(|_| sleep_ms::options().num_cpus(0.25).remote(200)).collect();
+    let refs: Vec<_> = (0..4)
+        .map(|_| sleep_ms::options().num_cpus(0.25).remote(200))
+        .collect();
     starling::get_all_timeout(&refs, LONG).unwrap();
-    assert!(t0.elapsed() < Duration::from_millis(700), "ran concurrently: {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(700),
+        "ran concurrently: {:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]
@@ -268,7 +340,11 @@ fn dropped_refs_free_their_objects() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let s = rt.stats();
-    assert_eq!((s.objects, s.store_bytes), (0, 0), "everything freed: {s:?}");
+    assert_eq!(
+        (s.objects, s.store_bytes),
+        (0, 0),
+        "everything freed: {s:?}"
+    );
 }
 
 #[test]
@@ -292,7 +368,10 @@ fn shutdown_is_an_error_not_a_hang() {
     let slow = sleep_ms::remote(50);
     let queued = add::remote(1, 1);
     rt.shutdown();
-    assert_eq!(starling::get_timeout(&queued, LONG).unwrap_err(), Error::ShutDown);
+    assert_eq!(
+        starling::get_timeout(&queued, LONG).unwrap_err(),
+        Error::ShutDown
+    );
     let _ = starling::get_timeout(&slow, LONG);
 }
 

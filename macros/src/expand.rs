@@ -184,6 +184,16 @@ fn expand(function: &ItemFn, f: &RemoteFn, options: &RemoteOptions) -> TokenStre
                 Self(self.0.scheduling_strategy(strategy))
             }
 
+            /// Spreads tasks over all nodes that can take them.
+            pub fn spread(self) -> Self {
+                Self(self.0.spread())
+            }
+
+            /// Runs on `node`; if `soft`, on another node when it cannot.
+            pub fn node_affinity(self, node: ::starling::NodeId, soft: bool) -> Self {
+                Self(self.0.node_affinity(node, soft))
+            }
+
             /// Submits the call as a task with these options.
             pub fn remote(self, #(#params),*) -> #object_ref {
                 #checks
@@ -220,12 +230,7 @@ fn invoker(f: &RemoteFn, args: &Ident, checks: &TokenStream) -> TokenStream {
             let ty = &arg.ty;
             quote!(let #local = ::starling::__private::decode_arg::<#ty>(#args, #index)?;)
         });
-    // A function without arguments never reads the slice, which would otherwise warn.
-    let unused = if f.args.is_empty() {
-        quote!(let _ = #args;)
-    } else {
-        quote!()
-    };
+    let count = f.args.len();
     let call = if f.is_async {
         quote!(::starling::__private::block_on(#name(#(#locals),*)))
     } else {
@@ -267,7 +272,7 @@ fn invoker(f: &RemoteFn, args: &Ident, checks: &TokenStream) -> TokenStream {
             #args: &[&[u8]],
         ) -> ::core::result::Result<::std::vec::Vec<u8>, ::starling::__private::InvokeError> {
             #checks
-            #unused
+            ::starling::__private::check_arity(#args, #count)?;
             #(#decodes)*
             #body
         }

@@ -14,8 +14,8 @@
 //! names, known options); whether a type is serializable is left to the compiler, through
 //! `starling::__private::assert_remote_value` checks spanned at each type so the error points there.
 //!
-//! Module map: [`options`] parses the attribute, [`signature`] validates the function and derives the
-//! argument and return shapes, [`hash`] prints types canonically and hashes them, [`expand`] writes
+//! Module map: `options` parses the attribute, `signature` validates the function and derives the
+//! argument and return shapes, `hash` prints types canonically and hashes them, `expand` writes
 //! the generated code.
 
 use proc_macro::TokenStream;

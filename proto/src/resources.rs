@@ -39,7 +39,10 @@ impl ResourceSet {
 
     /// `cpus` CPUs and nothing else.
     pub fn cpus(cpus: f64) -> Self {
-        Self { cpu: to_units(cpus), ..Self::default() }
+        Self {
+            cpu: to_units(cpus),
+            ..Self::default()
+        }
     }
 
     /// Sets the amount of `name` (`"CPU"` and `"GPU"` are the built-in resources).

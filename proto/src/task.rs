@@ -95,7 +95,11 @@ pub struct RemoteError {
 impl RemoteError {
     /// A new error without a backtrace.
     pub fn new(type_name: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { type_name: type_name.into(), message: message.into(), backtrace: String::new() }
+        Self {
+            type_name: type_name.into(),
+            message: message.into(),
+            backtrace: String::new(),
+        }
     }
 }
 
@@ -162,20 +166,36 @@ impl fmt::Display for TaskFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             FailureKind::Application(e) => {
-                write!(f, "task {} failed (attempt {}): {e}", self.task, self.attempt)
+                write!(
+                    f,
+                    "task {} failed (attempt {}): {e}",
+                    self.task, self.attempt
+                )
             }
             FailureKind::Upstream(up) => {
                 write!(f, "task {} not run: its argument failed <- {up}", self.task)
             }
             FailureKind::Cancelled => write!(f, "task {} was cancelled", self.task),
             FailureKind::FunctionNotFound { name, build } => {
-                write!(f, "task {}: function `{name}` not found in build {build}", self.task)
+                write!(
+                    f,
+                    "task {}: function `{name}` not found in build {build}",
+                    self.task
+                )
             }
             FailureKind::BadArgument(e) => {
-                write!(f, "task {}: an argument could not be decoded: {e}", self.task)
+                write!(
+                    f,
+                    "task {}: an argument could not be decoded: {e}",
+                    self.task
+                )
             }
             FailureKind::ObjectLost(o) => {
-                write!(f, "task {}: its argument object {o} no longer exists", self.task)
+                write!(
+                    f,
+                    "task {}: its argument object {o} no longer exists",
+                    self.task
+                )
             }
         }
     }

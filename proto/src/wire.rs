@@ -36,7 +36,10 @@ impl From<&ResourceSet> for pb::Resources {
         pb::Resources {
             amounts: r
                 .iter_units()
-                .map(|(n, u)| pb::ResourceAmount { name: n.to_string(), milli4: u })
+                .map(|(n, u)| pb::ResourceAmount {
+                    name: n.to_string(),
+                    milli4: u,
+                })
                 .collect(),
         }
     }
@@ -78,7 +81,9 @@ impl From<&TaskSpec> for pb::TaskSpec {
             resources: Some((&t.resources).into()),
             max_retries: t.max_retries,
             retry_exceptions: t.retry_exceptions,
-            strategy: Some(pb::SchedulingStrategy { kind: Some(strategy) }),
+            strategy: Some(pb::SchedulingStrategy {
+                kind: Some(strategy),
+            }),
             attempt: t.attempt,
         }
     }
@@ -101,9 +106,10 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
         let strategy = match t.strategy.and_then(|s| s.kind) {
             None | Some(Kind::Default(_)) => SchedulingStrategy::Default,
             Some(Kind::Spread(_)) => SchedulingStrategy::Spread,
-            Some(Kind::NodeAffinity(a)) => {
-                SchedulingStrategy::NodeAffinity { node: NodeId(a.node), soft: a.soft }
-            }
+            Some(Kind::NodeAffinity(a)) => SchedulingStrategy::NodeAffinity {
+                node: NodeId(a.node),
+                soft: a.soft,
+            },
         };
         if t.function.is_empty() {
             return Err(DecodeError("task without a function name".into()));
@@ -133,7 +139,11 @@ impl From<&RemoteError> for pb::RemoteError {
 
 impl From<pb::RemoteError> for RemoteError {
     fn from(e: pb::RemoteError) -> Self {
-        RemoteError { type_name: e.type_name, message: e.message, backtrace: e.backtrace }
+        RemoteError {
+            type_name: e.type_name,
+            message: e.message,
+            backtrace: e.backtrace,
+        }
     }
 }
 
@@ -154,7 +164,11 @@ impl From<&TaskFailure> for pb::TaskFailure {
             }),
             FailureKind::ObjectLost(o) => Kind::ObjectLost(o.0),
         };
-        pb::TaskFailure { task_id: f.task.0, attempt: f.attempt, kind: Some(kind) }
+        pb::TaskFailure {
+            task_id: f.task.0,
+            attempt: f.attempt,
+            kind: Some(kind),
+        }
     }
 }
 
@@ -176,12 +190,19 @@ impl TryFrom<pb::TaskFailure> for TaskFailure {
             Some(Kind::Cancelled(_)) => FailureKind::Cancelled,
             Some(Kind::FunctionNotFound(s)) => {
                 let (name, build) = s.split_once('\n').unwrap_or((&s, ""));
-                FailureKind::FunctionNotFound { name: name.into(), build: build.into() }
+                FailureKind::FunctionNotFound {
+                    name: name.into(),
+                    build: build.into(),
+                }
             }
             Some(Kind::ObjectLost(o)) => FailureKind::ObjectLost(ObjectId(o)),
             None => return Err(DecodeError("task failure without a kind".into())),
         };
-        Ok(TaskFailure { task: TaskId(f.task_id), attempt: f.attempt, kind })
+        Ok(TaskFailure {
+            task: TaskId(f.task_id),
+            attempt: f.attempt,
+            kind,
+        })
     }
 }
 
@@ -217,7 +238,10 @@ mod tests {
             resources: ResourceSet::cpus(0.5).with("tpu", 1.0),
             max_retries: 3,
             retry_exceptions: true,
-            strategy: SchedulingStrategy::NodeAffinity { node: NodeId(2), soft: true },
+            strategy: SchedulingStrategy::NodeAffinity {
+                node: NodeId(2),
+                soft: true,
+            },
             attempt: 1,
         }
     }
@@ -231,7 +255,10 @@ mod tests {
         assert_eq!(back.args, t.args);
         assert_eq!(back.resources, t.resources);
         assert_eq!(back.strategy, t.strategy);
-        assert_eq!((back.max_retries, back.retry_exceptions, back.attempt), (3, true, 1));
+        assert_eq!(
+            (back.max_retries, back.retry_exceptions, back.attempt),
+            (3, true, 1)
+        );
     }
 
     #[test]
@@ -241,7 +268,11 @@ mod tests {
             attempt: 2,
             kind: FailureKind::Application(RemoteError::new("panic", "boom")),
         };
-        let f = TaskFailure { task: TaskId(2), attempt: 0, kind: FailureKind::Upstream(root.into()) };
+        let f = TaskFailure {
+            task: TaskId(2),
+            attempt: 0,
+            kind: FailureKind::Upstream(root.into()),
+        };
         let back = decode_failure(&encode_failure(&f)).unwrap();
         assert_eq!(back, f);
         assert_eq!(back.root().task, TaskId(1));

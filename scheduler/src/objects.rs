@@ -39,7 +39,12 @@ pub(crate) struct ObjectEntry {
 
 impl ObjectEntry {
     pub fn pending(handles: u32) -> Self {
-        ObjectEntry { state: ObjectState::Pending, handles, task_refs: 0, dependents: Vec::new() }
+        ObjectEntry {
+            state: ObjectState::Pending,
+            handles,
+            task_refs: 0,
+            dependents: Vec::new(),
+        }
     }
 
     /// Whether nothing refers to the object and it has settled, so it can be freed.

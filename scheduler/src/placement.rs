@@ -152,7 +152,10 @@ mod tests {
 
     #[test]
     fn hybrid_packs_until_half_then_spreads() {
-        let mut nodes = vec![node(1, ResourceSet::cpus(4.0)), node(2, ResourceSet::cpus(4.0))];
+        let mut nodes = vec![
+            node(1, ResourceSet::cpus(4.0)),
+            node(2, ResourceSet::cpus(4.0)),
+        ];
         let one = ResourceSet::cpus(1.0);
         let mut cur = 0;
         let mut picks = Vec::new();
@@ -166,12 +169,18 @@ mod tests {
         }
         // Two on node 1 (half), two on node 2 (half), then the least used each time.
         assert_eq!(&picks[..4], &[0, 0, 1, 1]);
-        assert_eq!(nodes[0].available.cpu_units() + nodes[1].available.cpu_units(), 2 * 10_000);
+        assert_eq!(
+            nodes[0].available.cpu_units() + nodes[1].available.cpu_units(),
+            2 * 10_000
+        );
     }
 
     #[test]
     fn spread_rotates() {
-        let nodes = vec![node(1, ResourceSet::cpus(4.0)), node(2, ResourceSet::cpus(4.0))];
+        let nodes = vec![
+            node(1, ResourceSet::cpus(4.0)),
+            node(2, ResourceSet::cpus(4.0)),
+        ];
         let mut cur = 0;
         let one = ResourceSet::cpus(1.0);
         let a = place(&nodes, &one, SchedulingStrategy::Spread, &mut cur);
@@ -181,24 +190,48 @@ mod tests {
 
     #[test]
     fn infeasible_reasons_name_the_resource() {
-        let nodes = vec![node(1, ResourceSet::cpus(4.0)), node(2, ResourceSet::cpus(2.0))];
+        let nodes = vec![
+            node(1, ResourceSet::cpus(4.0)),
+            node(2, ResourceSet::cpus(2.0)),
+        ];
         let gpu = ResourceSet::cpus(1.0).with("gpu", 1.0);
-        assert_eq!(infeasible_reason(&nodes, &gpu), "needs gpu=1; no node has gpu");
+        assert_eq!(
+            infeasible_reason(&nodes, &gpu),
+            "needs gpu=1; no node has gpu"
+        );
         let big = ResourceSet::cpus(8.0);
-        assert_eq!(infeasible_reason(&nodes, &big), "needs cpu=8; the largest node has cpu=4");
+        assert_eq!(
+            infeasible_reason(&nodes, &big),
+            "needs cpu=8; the largest node has cpu=4"
+        );
     }
 
     #[test]
     fn affinity_hard_waits_soft_falls_back() {
-        let mut nodes = vec![node(1, ResourceSet::cpus(1.0)), node(2, ResourceSet::cpus(1.0))];
+        let mut nodes = vec![
+            node(1, ResourceSet::cpus(1.0)),
+            node(2, ResourceSet::cpus(1.0)),
+        ];
         nodes[1].available = ResourceSet::new();
         let one = ResourceSet::cpus(1.0);
         let mut cur = 0;
-        let hard = SchedulingStrategy::NodeAffinity { node: NodeId(2), soft: false };
-        let soft = SchedulingStrategy::NodeAffinity { node: NodeId(2), soft: true };
+        let hard = SchedulingStrategy::NodeAffinity {
+            node: NodeId(2),
+            soft: false,
+        };
+        let soft = SchedulingStrategy::NodeAffinity {
+            node: NodeId(2),
+            soft: true,
+        };
         assert_eq!(place(&nodes, &one, hard, &mut cur), Placement::Wait);
         assert_eq!(place(&nodes, &one, soft, &mut cur), Placement::Node(0));
-        let unknown = SchedulingStrategy::NodeAffinity { node: NodeId(9), soft: false };
-        assert!(matches!(place(&nodes, &one, unknown, &mut cur), Placement::Infeasible(_)));
+        let unknown = SchedulingStrategy::NodeAffinity {
+            node: NodeId(9),
+            soft: false,
+        };
+        assert!(matches!(
+            place(&nodes, &one, unknown, &mut cur),
+            Placement::Infeasible(_)
+        ));
     }
 }

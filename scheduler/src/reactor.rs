@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use starling_proto::{
-    FailureKind, NodeId, ObjectId, ResourceSet, TaskFailure, TaskId, TaskSpec, WorkerId,
+    FailureKind, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskFailure, TaskId, TaskSpec,
+    WorkerId,
 };
 
 use crate::core::{Core, NodeState, TaskEntry, TaskState, WorkerState};
@@ -18,10 +19,15 @@ use crate::transport::{TaskOutcome, Transport};
 /// A node joined with `total` resources. Tasks that were infeasible get another look.
 pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
     if let Some(&i) = core.node_index.get(&id) {
+        // A node that registers again keeps its running tasks: what they hold stays taken.
+        let mut available = total.clone();
+        for w in core.workers.values().filter(|w| w.node == i) {
+            available.subtract(&w.held);
+        }
         let n = &mut core.nodes[i];
         n.alive = true;
-        n.total = total.clone();
-        n.available = total;
+        n.total = total;
+        n.available = available;
     } else {
         core.node_index.insert(id, core.nodes.len());
         core.nodes.push(NodeState {
@@ -45,7 +51,9 @@ pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
 /// A worker of `node` is ready for tasks. Unknown nodes are ignored (the worker's node must be
 /// added first).
 pub fn on_worker_added(core: &mut Core, node: NodeId, worker: WorkerId) {
-    let Some(&i) = core.node_index.get(&node) else { return };
+    let Some(&i) = core.node_index.get(&node) else {
+        return;
+    };
     let n = &mut core.nodes[i];
     n.workers += 1;
     n.requested_workers = n.requested_workers.saturating_sub(1);
@@ -92,7 +100,16 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
     }
     if let Some(kind) = upstream {
         core.stats.failed += 1;
-        settle_failure(core, t, ret, Arc::new(TaskFailure { task: id, attempt: spec.attempt, kind }));
+        settle_failure(
+            core,
+            t,
+            ret,
+            Arc::new(TaskFailure {
+                task: id,
+                attempt: spec.attempt,
+                kind,
+            }),
+        );
         return;
     }
 
@@ -155,7 +172,9 @@ pub fn on_add_ref(core: &mut Core, object: ObjectId) -> bool {
 
 /// An `ObjectRef` group for `object` was dropped.
 pub fn on_release(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
-    let Some(o) = core.objects.get_mut(&object) else { return };
+    let Some(o) = core.objects.get_mut(&object) else {
+        return;
+    };
     o.handles = o.handles.saturating_sub(1);
     if o.is_garbage() {
         free(core, t, object);
@@ -169,7 +188,9 @@ pub fn on_task_finished(
     worker: WorkerId,
     outcome: TaskOutcome,
 ) {
-    let Some(w) = core.workers.get_mut(&worker) else { return };
+    let Some(w) = core.workers.get_mut(&worker) else {
+        return;
+    };
     let Some(task) = w.task.take() else { return };
     let held = std::mem::take(&mut w.held);
     w.blocked = false;
@@ -191,7 +212,10 @@ pub fn on_task_finished(
             let ret = spec.return_object();
             let dependents = match core.objects.get_mut(&ret) {
                 Some(o) => {
-                    o.state = ObjectState::Ready { node: node_id, size };
+                    o.state = ObjectState::Ready {
+                        node: node_id,
+                        size,
+                    };
                     std::mem::take(&mut o.dependents)
                 }
                 None => Vec::new(),
@@ -234,7 +258,9 @@ pub fn on_task_finished(
 /// graph of nested tasks cannot deadlock a node with one worker). GPUs and custom resources stay
 /// held, as in Ray.
 pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
-    let Some(w) = core.workers.get_mut(&worker) else { return };
+    let Some(w) = core.workers.get_mut(&worker) else {
+        return;
+    };
     if w.blocked || w.task.is_none() {
         return;
     }
@@ -249,7 +275,9 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
 /// `worker`'s task is running again. It takes its CPUs back if they are free; otherwise it runs
 /// on without them (the node is briefly oversubscribed) rather than waiting.
 pub fn on_worker_unblocked(core: &mut Core, worker: WorkerId) {
-    let Some(w) = core.workers.get_mut(&worker) else { return };
+    let Some(w) = core.workers.get_mut(&worker) else {
+        return;
+    };
     if !w.blocked {
         return;
     }
@@ -266,7 +294,9 @@ pub fn on_worker_unblocked(core: &mut Core, worker: WorkerId) {
 /// kills it). Its object settles as cancelled and every task that depends on it fails.
 /// Returns `false` if the task had already finished.
 pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: bool) -> bool {
-    let Some(entry) = core.tasks.get(&task) else { return false };
+    let Some(entry) = core.tasks.get(&task) else {
+        return false;
+    };
     match entry.state {
         TaskState::Running { worker, .. } => t.cancel_running(worker, task, force),
         TaskState::Infeasible(_) => core.infeasible.retain(|x| *x != task),
@@ -282,13 +312,20 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
     for c in 0..core.classes.len() {
         loop {
             let class = &core.classes[c];
-            let Some(&task) = class.queue.front() else { break };
+            let Some(&task) = class.queue.front() else {
+                break;
+            };
             let live = matches!(core.tasks.get(&task), Some(e) if e.state == TaskState::Queued);
             if !live {
                 core.classes[c].queue.pop_front();
                 continue;
             }
-            match place(&core.nodes, &class.resources, class.strategy, &mut core.spread_cursor) {
+            match place(
+                &core.nodes,
+                &class.resources,
+                class.strategy,
+                &mut core.spread_cursor,
+            ) {
                 Placement::Node(i) => {
                     core.classes[c].queue.pop_front();
                     start(core, t, task, i);
@@ -309,11 +346,20 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
 
 fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usize) {
     let node = &mut core.nodes[node_index];
-    let worker = node.idle.pop().expect("placement only picks nodes with an idle worker");
+    let worker = node
+        .idle
+        .pop()
+        .expect("placement only picks nodes with an idle worker");
     let entry = core.tasks.get_mut(&task).expect("live");
     node.available.subtract(&entry.spec.resources);
-    entry.state = TaskState::Running { node: node.id, worker };
-    let w = core.workers.get_mut(&worker).expect("idle workers are registered");
+    entry.state = TaskState::Running {
+        node: node.id,
+        worker,
+    };
+    let w = core
+        .workers
+        .get_mut(&worker)
+        .expect("idle workers are registered");
     w.task = Some(task);
     w.held = entry.spec.resources.clone();
     t.dispatch(node.id, worker, &entry.spec);
@@ -323,9 +369,16 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
 /// busy or blocked in `get`). Ask for one more, one request at a time per node.
 fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usize) {
     let need = &core.classes[class].resources;
+    // A task pinned to a node (hard affinity) is helped only by a worker on that node.
+    let only = match core.classes[class].strategy {
+        SchedulingStrategy::NodeAffinity { node, soft: false } => Some(node),
+        _ => None,
+    };
     for n in &mut core.nodes {
-        if n.alive && n.idle.is_empty() && n.requested_workers == 0 && n.available.contains(need)
-        {
+        if only.is_some_and(|id| id != n.id) {
+            continue;
+        }
+        if n.alive && n.idle.is_empty() && n.requested_workers == 0 && n.available.contains(need) {
             n.requested_workers += 1;
             t.request_worker(n.id);
             return;
@@ -335,9 +388,15 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
 
 /// Ends `task` with a failure and fails everything downstream of it.
 fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, kind: FailureKind) {
-    let Some(entry) = core.tasks.remove(&task) else { return };
+    let Some(entry) = core.tasks.remove(&task) else {
+        return;
+    };
     core.stats.failed += 1;
-    let failure = Arc::new(TaskFailure { task, attempt: entry.spec.attempt, kind });
+    let failure = Arc::new(TaskFailure {
+        task,
+        attempt: entry.spec.attempt,
+        kind,
+    });
     release_arguments(core, t, &entry.spec);
     settle_failure(core, t, entry.spec.return_object(), failure);
 }
@@ -388,7 +447,11 @@ fn release_arguments(core: &mut Core, t: &mut impl Transport, spec: &TaskSpec) {
 }
 
 fn maybe_free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
-    if core.objects.get(&object).is_some_and(ObjectEntry::is_garbage) {
+    if core
+        .objects
+        .get(&object)
+        .is_some_and(ObjectEntry::is_garbage)
+    {
         free(core, t, object);
     }
 }

@@ -31,10 +31,10 @@ use starling_worker::store::{Blob, Lookup, ObjectStore};
 
 use super::exec;
 use super::{Config, NodeInfo};
+use crate::__private::ArgsBuilder;
 use crate::error::{Error, Result};
 use crate::object_ref::ArgValue;
 use crate::options::TaskOptions;
-use crate::private::ArgsBuilder;
 use crate::registry::Registry;
 
 /// The one node of an in-process runtime.
@@ -108,8 +108,9 @@ pub(crate) struct Engine {
     next_object: AtomicU64,
     extra_threads: AtomicUsize,
     pub(crate) shut_down: AtomicBool,
-    /// Idle executors spinning for work (at most one at a time).
-    pub(crate) spinning: AtomicUsize,
+    /// The idle executor allowed to spin for work (worker number, 0 = none): the most recently
+    /// idle one, which is also the one the scheduler hands the next task to.
+    pub(crate) spinner: AtomicU64,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     registry: &'static Registry,
     me: Weak<Engine>,
@@ -118,10 +119,21 @@ pub(crate) struct Engine {
 impl Engine {
     pub fn start(config: Config) -> Result<Arc<Engine>> {
         exec::install_panic_hook();
+        let registry = Registry::get();
+        if !registry.duplicates.is_empty() {
+            return Err(Error::Startup(format!(
+                "these #[starling::remote] functions are registered twice (same module, name \
+                 and signature in different function bodies); rename one of each: {}",
+                registry.duplicates.join(", ")
+            )));
+        }
         let mut core = Core::new();
         reactor::on_node_added(&mut core, NODE, config.resources.clone());
         let engine = Arc::new_cyclic(|me| Engine {
-            sched: Mutex::new(Sched { core, effects: Effects::default() }),
+            sched: Mutex::new(Sched {
+                core,
+                effects: Effects::default(),
+            }),
             inbox: SegQueue::new(),
             pending: AtomicUsize::new(0),
             store: ObjectStore::new(),
@@ -129,9 +141,9 @@ impl Engine {
             next_object: AtomicU64::new(1),
             extra_threads: AtomicUsize::new(0),
             shut_down: AtomicBool::new(false),
-            spinning: AtomicUsize::new(0),
+            spinner: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
-            registry: Registry::get(),
+            registry,
             me: me.clone(),
         });
         for _ in 0..config.threads {
@@ -187,7 +199,9 @@ impl Engine {
 
     fn pump(&self) {
         while self.pending.load(Ordering::SeqCst) > 0 {
-            let Some(mut guard) = self.sched.try_lock() else { return };
+            let Some(mut guard) = self.sched.try_lock() else {
+                return;
+            };
             let Sched { core, effects } = &mut *guard;
             let mut handled = 0;
             while let Some(ev) = self.inbox.pop() {
@@ -219,7 +233,9 @@ impl Engine {
                     Effect::Failed(o, f) => self.store.fail(o, f),
                     Effect::Free(o) => self.store.remove(o),
                     Effect::SpawnWorker => spawn += 1,
-                    Effect::Cancel(w, t) => slots[w.0 as usize - 1].cancelled.store(t.0, Ordering::SeqCst),
+                    Effect::Cancel(w, t) => slots[w.0 as usize - 1]
+                        .cancelled
+                        .store(t.0, Ordering::SeqCst),
                 }
             }
         }
@@ -253,7 +269,10 @@ impl Engine {
             match a {
                 ArgValue::Value(Ok(bytes)) => task_args.push(TaskArg::Inline(bytes)),
                 ArgValue::Value(Err(e)) => {
-                    bad.get_or_insert(RemoteError::new("starling::Codec", format!("argument {i}: {e}")));
+                    bad.get_or_insert(RemoteError::new(
+                        "starling::Codec",
+                        format!("argument {i}: {e}"),
+                    ));
                 }
                 ArgValue::Ref(h) => {
                     if !std::ptr::eq(&*h.rt.engine, self) {
@@ -269,7 +288,11 @@ impl Engine {
         }
         let object = ObjectId::from(id);
         if let Some(cause) = bad {
-            let f = TaskFailure { task: id, attempt: 0, kind: FailureKind::BadArgument(cause) };
+            let f = TaskFailure {
+                task: id,
+                attempt: 0,
+                kind: FailureKind::BadArgument(cause),
+            };
             self.post(Event::FailedPut(object, Arc::new(f)));
             return object;
         }
@@ -326,7 +349,14 @@ impl Engine {
         if let Some(r) = settled(self.store.lookup(id, None)) {
             return r;
         }
-        if exec::spin_until(exec::WAIT_SPIN, || self.store.is_settled(id)) {
+        let mut seen = u64::MAX;
+        let settled_now = || {
+            let epoch = self.store.epoch();
+            let changed = epoch != seen;
+            seen = epoch;
+            changed && self.store.is_settled(id)
+        };
+        if exec::spin_until(exec::WAIT_SPIN, settled_now) {
             if let Some(r) = settled(self.store.lookup(id, None)) {
                 return r;
             }
@@ -347,7 +377,9 @@ impl Engine {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        break Err(Error::Timeout { waited: now - start });
+                        break Err(Error::Timeout {
+                            waited: now - start,
+                        });
                     }
                     std::thread::park_timeout(d - now);
                 }
@@ -361,7 +393,12 @@ impl Engine {
     }
 
     /// Waits until `num_returns` of `ids` settled or `timeout` passes; returns which settled.
-    pub fn wait_many(&self, ids: &[ObjectId], num_returns: usize, timeout: Option<Duration>) -> Vec<bool> {
+    pub fn wait_many(
+        &self,
+        ids: &[ObjectId],
+        num_returns: usize,
+        timeout: Option<Duration>,
+    ) -> Vec<bool> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let waker = exec::thread_waker();
         let worker = exec::current_worker(self);
@@ -455,7 +492,10 @@ impl Engine {
     }
 
     pub(crate) fn is_cancelled(&self, task: TaskId) -> bool {
-        self.slots.read().iter().any(|s| s.cancelled.load(Ordering::SeqCst) == task.0)
+        self.slots
+            .read()
+            .iter()
+            .any(|s| s.cancelled.load(Ordering::SeqCst) == task.0)
     }
 
     pub(crate) fn registry(&self) -> &'static Registry {

@@ -20,7 +20,7 @@ use starling_worker::store::{Blob, Lookup};
 
 use super::engine::{Engine, Event, Slot};
 use super::Runtime;
-use crate::private::InvokeError;
+use crate::__private::InvokeError;
 use crate::registry::build_id;
 
 /// How long a thread that waits for a result spins before it parks.
@@ -41,12 +41,12 @@ pub(crate) fn spin_until(max: Duration, mut done: impl FnMut() -> bool) -> bool 
             return true;
         }
         i += 1;
-        if i % 32 == 0 {
+        if i.is_multiple_of(32) {
             let spent = start.elapsed();
             if spent >= max {
                 return false;
             }
-            if i % 256 == 0 {
+            if i.is_multiple_of(256) {
                 std::thread::yield_now();
             }
         }
@@ -87,7 +87,10 @@ pub(crate) fn thread_waker() -> Waker {
 pub(crate) fn current_worker(engine: &Engine) -> Option<WorkerId> {
     CONTEXT.with(|c| {
         let ctx = c.take();
-        let w = ctx.as_ref().filter(|x| std::ptr::eq(x.engine, engine)).map(|x| x.worker);
+        let w = ctx
+            .as_ref()
+            .filter(|x| std::ptr::eq(x.engine, engine))
+            .map(|x| x.worker);
         c.set(ctx);
         w
     })
@@ -120,7 +123,10 @@ pub(crate) fn install_panic_hook() {
                 return prev(info);
             }
             let msg = panic_message(info.payload());
-            let location = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+            let location = info
+                .location()
+                .map(|l| format!(" at {l}"))
+                .unwrap_or_default();
             let bt = std::backtrace::Backtrace::force_capture().to_string();
             PANIC.with(|p| *p.borrow_mut() = Some((format!("{msg}{location}"), bt)));
         }));
@@ -152,7 +158,9 @@ pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker) {
-    super::set_thread_runtime(Some(Runtime { engine: engine.clone() }));
+    super::set_thread_runtime(Some(Runtime {
+        engine: engine.clone(),
+    }));
     loop {
         if engine.shut_down.load(Ordering::SeqCst) {
             break;
@@ -162,11 +170,17 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
             engine.post(Event::Finished(slot.id, outcome));
             continue;
         }
-        // One idle executor spins at a time: the scheduler hands work to the most recently idle
-        // worker first, which is the spinner; the others sleep instead of taking cores.
-        let spun = engine.spinning.fetch_add(1, Ordering::SeqCst) == 0
-            && spin_until(IDLE_SPIN, || !slot.tasks.is_empty());
-        engine.spinning.fetch_sub(1, Ordering::SeqCst);
+        // One idle executor spins at a time, the most recently idle one: the scheduler hands the
+        // next task to it first (its idle list is a stack). An older spinner sees it was
+        // replaced and parks instead of taking a core.
+        let me = slot.id.0;
+        engine.spinner.store(me, Ordering::SeqCst);
+        let spun = spin_until(IDLE_SPIN, || {
+            !slot.tasks.is_empty() || engine.spinner.load(Ordering::Relaxed) != me
+        }) && !slot.tasks.is_empty();
+        let _ = engine
+            .spinner
+            .compare_exchange(me, 0, Ordering::SeqCst, Ordering::Relaxed);
         if !spun && slot.tasks.is_empty() && !engine.shut_down.load(Ordering::SeqCst) {
             parker.park_timeout(Duration::from_millis(500));
         }
@@ -176,7 +190,9 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
 
 fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
     let Some(entry) = engine.registry().lookup(&task.function) else {
-        return TaskOutcome::FunctionNotFound { build: build_id().to_string() };
+        return TaskOutcome::FunctionNotFound {
+            build: build_id().to_string(),
+        };
     };
     // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
     let mut blobs: Vec<Blob> = Vec::new();
@@ -199,7 +215,11 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
         .collect();
 
     CONTEXT.with(|c| {
-        c.set(Some(ExecContext { engine, worker: slot.id, task: task.id }))
+        c.set(Some(ExecContext {
+            engine,
+            worker: slot.id,
+            task: task.id,
+        }))
     });
     let result = catch_unwind(AssertUnwindSafe(|| (entry.invoke)(&args)));
     CONTEXT.with(|c| c.set(None));
@@ -218,7 +238,11 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
             let (message, backtrace) = PANIC
                 .with(|p| p.borrow_mut().take())
                 .unwrap_or_else(|| (panic_message(&*payload), String::new()));
-            TaskOutcome::Failed(RemoteError { type_name: "panic".into(), message, backtrace })
+            TaskOutcome::Failed(RemoteError {
+                type_name: "panic".into(),
+                message,
+                backtrace,
+            })
         }
     }
 }
@@ -233,7 +257,11 @@ fn lost_argument(o: ObjectId) -> TaskOutcome {
 /// Whether the task running on this thread was cancelled (cooperative cancellation: a long task
 /// can poll this and return early).
 pub fn is_cancelled() -> bool {
-    let Some(task) = current_task() else { return false };
-    let Some(rt) = super::current() else { return false };
+    let Some(task) = current_task() else {
+        return false;
+    };
+    let Some(rt) = super::current() else {
+        return false;
+    };
     rt.engine.is_cancelled(task)
 }

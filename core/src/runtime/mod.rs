@@ -17,9 +17,9 @@ use parking_lot::RwLock;
 use starling_proto::{NodeId, ObjectId, ResourceSet};
 use starling_worker::store::Blob;
 
+use crate::__private::ArgsBuilder;
 use crate::error::Result;
 use crate::options::TaskOptions;
-use crate::private::ArgsBuilder;
 
 pub(crate) use engine::Engine;
 
@@ -33,8 +33,13 @@ pub struct Config {
 impl Default for Config {
     /// One executor thread per core; the node offers that many CPUs.
     fn default() -> Self {
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        Config { threads, resources: ResourceSet::cpus(threads as f64) }
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Config {
+            threads,
+            resources: ResourceSet::cpus(threads as f64),
+        }
     }
 }
 
@@ -43,7 +48,8 @@ impl Config {
     pub fn threads(mut self, n: usize) -> Self {
         let n = n.max(1);
         self.threads = n;
-        self.resources.set_units("CPU", ResourceSet::cpus(n as f64).cpu_units());
+        self.resources
+            .set_units("CPU", ResourceSet::cpus(n as f64).cpu_units());
         self
     }
 
@@ -87,7 +93,9 @@ impl Runtime {
 
     /// Starts an in-process runtime from `config` (see [`Runtime::in_process`]).
     pub fn with_config(config: Config) -> Result<Runtime> {
-        let rt = Runtime { engine: Engine::start(config)? };
+        let rt = Runtime {
+            engine: Engine::start(config)?,
+        };
         let mut d = DEFAULT.write();
         if d.is_none() {
             *d = Some(rt.clone());
@@ -235,14 +243,18 @@ pub fn init_with(config: Config) -> Result<Runtime> {
     if let Some(rt) = d.clone() {
         return Ok(rt);
     }
-    let rt = Runtime { engine: Engine::start(config)? };
+    let rt = Runtime {
+        engine: Engine::start(config)?,
+    };
     *d = Some(rt.clone());
     Ok(rt)
 }
 
 /// The current runtime, if any.
 pub fn current() -> Option<Runtime> {
-    CURRENT.with(|c| c.borrow().clone()).or_else(|| DEFAULT.read().clone())
+    CURRENT
+        .with(|c| c.borrow().clone())
+        .or_else(|| DEFAULT.read().clone())
 }
 
 pub(crate) fn current_or_init() -> Runtime {

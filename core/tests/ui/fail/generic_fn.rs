@@ -1,0 +1,6 @@
+#[starling::remote]
+fn identity<T: Clone>(x: T) -> T {
+    x
+}
+
+fn main() {}

@@ -1,0 +1,1407 @@
+//! Reactor tests: drive the scheduler's handlers with plain events against a
+//! [`RecordingTransport`] and check both what it asked of the outside world and the state it is
+//! left in. No threads, no I/O, no timing: every test is a deterministic sequence of events.
+//!
+//! The last test replays pseudo-random workloads (a seeded xorshift, so failures reproduce) and
+//! checks the scheduler's invariants after every event.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use starling_proto::{
+    FailureKind, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy, TaskArg,
+    TaskFailure, TaskId, TaskSpec, WorkerId,
+};
+use starling_scheduler::reactor::{
+    on_add_ref, on_cancel, on_node_added, on_put, on_release, on_submit, on_task_finished,
+    on_worker_added, on_worker_blocked, on_worker_unblocked, schedule,
+};
+use starling_scheduler::testing::{task, RecordingTransport, Sent};
+use starling_scheduler::{Core, ObjectState, TaskOutcome, TaskState, Transport};
+
+const N1: NodeId = NodeId(1);
+const N2: NodeId = NodeId(2);
+
+/// A scheduler and the transport it talks to, with shorthands for the common events.
+struct Cluster {
+    core: Core,
+    t: RecordingTransport,
+}
+
+impl Cluster {
+    fn new() -> Self {
+        Cluster {
+            core: Core::new(),
+            t: RecordingTransport::default(),
+        }
+    }
+
+    /// Adds node `node` with `total` resources and one worker per number in `workers`.
+    fn with_node(
+        mut self,
+        node: u64,
+        total: ResourceSet,
+        workers: impl IntoIterator<Item = u64>,
+    ) -> Self {
+        on_node_added(&mut self.core, NodeId(node), total);
+        for w in workers {
+            on_worker_added(&mut self.core, NodeId(node), WorkerId(w));
+        }
+        self
+    }
+
+    fn submit(&mut self, spec: TaskSpec) -> Vec<Sent> {
+        on_submit(&mut self.core, &mut self.t, spec);
+        self.t.take()
+    }
+
+    fn schedule(&mut self) -> Vec<Sent> {
+        schedule(&mut self.core, &mut self.t);
+        self.t.take()
+    }
+
+    /// Runs a scheduling pass and returns what it dispatched, as `(node, worker, task)`. Fails
+    /// the test if the pass sent anything else.
+    fn dispatch(&mut self) -> Vec<(NodeId, WorkerId, TaskId)> {
+        self.schedule()
+            .into_iter()
+            .map(|s| match s {
+                Sent::Dispatch(n, w, t) => (n, w, t),
+                other => panic!("a scheduling pass sent {other:?}"),
+            })
+            .collect()
+    }
+
+    fn finish(&mut self, task: u64, outcome: TaskOutcome) -> Vec<Sent> {
+        let worker = self.worker_of(task);
+        on_task_finished(&mut self.core, &mut self.t, worker, outcome);
+        self.t.take()
+    }
+
+    fn succeed(&mut self, task: u64) -> Vec<Sent> {
+        self.finish(task, stored())
+    }
+
+    fn release(&mut self, object: u64) -> Vec<Sent> {
+        on_release(&mut self.core, &mut self.t, ObjectId(object));
+        self.t.take()
+    }
+
+    fn cancel(&mut self, task: u64, force: bool) -> (bool, Vec<Sent>) {
+        let found = on_cancel(&mut self.core, &mut self.t, TaskId(task), force);
+        (found, self.t.take())
+    }
+
+    /// The worker running `task`; fails the test if it is not running.
+    fn worker_of(&self, task: u64) -> WorkerId {
+        match self.core.task_state(TaskId(task)) {
+            Some(TaskState::Running { worker, .. }) => *worker,
+            other => panic!("T{task} is not running: {other:?}"),
+        }
+    }
+
+    fn state(&self, task: u64) -> Option<TaskState> {
+        self.core.task_state(TaskId(task)).cloned()
+    }
+
+    fn available(&self, node: NodeId) -> ResourceSet {
+        self.node(node).available
+    }
+
+    fn total(&self, node: NodeId) -> ResourceSet {
+        self.node(node).total
+    }
+
+    fn node(&self, node: NodeId) -> starling_scheduler::NodeInfo {
+        self.core
+            .nodes()
+            .into_iter()
+            .find(|n| n.id == node)
+            .expect("known node")
+    }
+
+    fn assert_all_free(&self) {
+        for n in self.core.nodes() {
+            assert_eq!(
+                n.available, n.total,
+                "node {} has not got everything back",
+                n.id
+            );
+        }
+    }
+}
+
+fn arg(object: u64) -> TaskArg {
+    TaskArg::Object(ObjectId(object))
+}
+
+fn stored() -> TaskOutcome {
+    TaskOutcome::Stored { size: 8 }
+}
+
+fn boom() -> RemoteError {
+    RemoteError::new("panic", "boom")
+}
+
+fn with_resources(mut spec: TaskSpec, resources: ResourceSet) -> TaskSpec {
+    spec.resources = resources;
+    spec
+}
+
+fn with_strategy(mut spec: TaskSpec, strategy: SchedulingStrategy) -> TaskSpec {
+    spec.strategy = strategy;
+    spec
+}
+
+fn failure(task: u64, attempt: u32, kind: FailureKind) -> Arc<TaskFailure> {
+    Arc::new(TaskFailure {
+        task: TaskId(task),
+        attempt,
+        kind,
+    })
+}
+
+fn tasks_of(dispatched: &[(NodeId, WorkerId, TaskId)]) -> Vec<u64> {
+    dispatched.iter().map(|(_, _, t)| t.0).collect()
+}
+
+fn nodes_of(dispatched: &[(NodeId, WorkerId, TaskId)]) -> Vec<NodeId> {
+    dispatched.iter().map(|(n, _, _)| *n).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dependency resolution
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn task_waits_for_every_argument_before_dispatch() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(4.0), 1..=4);
+    assert!(c.submit(task(1, vec![])).is_empty());
+    assert!(c.submit(task(2, vec![])).is_empty());
+    assert!(c
+        .submit(task(3, vec![arg(1), TaskArg::Inline(vec![7]), arg(2)]))
+        .is_empty());
+
+    assert_eq!(c.state(3), Some(TaskState::WaitingForDependencies(2)));
+    assert_eq!(
+        c.core.pending_reason(TaskId(3)).as_deref(),
+        Some("waiting for 2 argument(s)")
+    );
+    assert_eq!(c.state(1), Some(TaskState::Queued));
+    assert_eq!(
+        c.core.pending_reason(TaskId(1)).as_deref(),
+        Some("waiting for free resources or an idle worker")
+    );
+    assert_eq!(tasks_of(&c.dispatch()), [1, 2]);
+    assert_eq!(
+        c.core.pending_reason(TaskId(1)),
+        None,
+        "a running task has no pending reason"
+    );
+
+    assert_eq!(c.succeed(1), [Sent::ObjectReady(ObjectId(1), N1)]);
+    assert_eq!(c.state(3), Some(TaskState::WaitingForDependencies(1)));
+    assert_eq!(
+        c.core.pending_reason(TaskId(3)).as_deref(),
+        Some("waiting for 1 argument(s)")
+    );
+    assert!(c.dispatch().is_empty(), "T3 still misses O2");
+
+    assert_eq!(c.succeed(2), [Sent::ObjectReady(ObjectId(2), N1)]);
+    assert_eq!(c.state(3), Some(TaskState::Queued));
+    assert_eq!(tasks_of(&c.dispatch()), [3]);
+
+    // An argument that already has a value is not waited for.
+    c.submit(task(4, vec![arg(1), arg(3)]));
+    assert_eq!(c.state(4), Some(TaskState::WaitingForDependencies(1)));
+    c.succeed(3);
+    assert_eq!(tasks_of(&c.dispatch()), [4]);
+    c.succeed(4);
+    assert_eq!(c.core.live_tasks(), 0);
+    assert_eq!(c.core.stats().succeeded, 4);
+    c.assert_all_free();
+}
+
+#[test]
+fn a_repeated_argument_is_waited_for_and_released_once_per_use() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![arg(1), arg(1)]));
+    assert_eq!(c.state(2), Some(TaskState::WaitingForDependencies(2)));
+    assert_eq!(c.core.object_refs(ObjectId(1)), Some((1, 2)));
+
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    c.succeed(1);
+    assert_eq!(c.state(2), Some(TaskState::Queued));
+    assert_eq!(tasks_of(&c.dispatch()), [2]);
+
+    // The driver drops its handle; T2 still holds two uses.
+    assert!(c.release(1).is_empty());
+    assert_eq!(c.core.object_refs(ObjectId(1)), Some((0, 2)));
+    assert_eq!(
+        c.succeed(2),
+        [
+            Sent::ObjectReady(ObjectId(2), N1),
+            Sent::Free(ObjectId(1), Some(N1))
+        ]
+    );
+    assert_eq!(c.core.object_state(ObjectId(1)), None);
+}
+
+#[test]
+fn diamond_runs_the_join_after_both_branches() {
+    // 1 -> {2, 3} -> 4
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(4.0), 1..=4);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![arg(1)]));
+    c.submit(task(3, vec![arg(1)]));
+    c.submit(task(4, vec![arg(2), arg(3)]));
+    // The driver keeps only the result of the join.
+    for o in 1..=3 {
+        assert!(
+            c.release(o).is_empty(),
+            "O{o} is pending and used; it must not be freed"
+        );
+    }
+
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    assert_eq!(c.succeed(1), [Sent::ObjectReady(ObjectId(1), N1)]);
+    assert_eq!(tasks_of(&c.dispatch()), [2, 3]);
+    assert_eq!(c.succeed(2), [Sent::ObjectReady(ObjectId(2), N1)]);
+    assert_eq!(c.state(4), Some(TaskState::WaitingForDependencies(1)));
+    assert!(c.dispatch().is_empty());
+    // O1's last user finishes with T3.
+    assert_eq!(
+        c.succeed(3),
+        [
+            Sent::ObjectReady(ObjectId(3), N1),
+            Sent::Free(ObjectId(1), Some(N1))
+        ]
+    );
+    assert_eq!(tasks_of(&c.dispatch()), [4]);
+    assert_eq!(
+        c.succeed(4),
+        [
+            Sent::ObjectReady(ObjectId(4), N1),
+            Sent::Free(ObjectId(2), Some(N1)),
+            Sent::Free(ObjectId(3), Some(N1)),
+        ]
+    );
+    assert_eq!(
+        c.core.object_count(),
+        1,
+        "only the join's result, still held, is left"
+    );
+    assert_eq!(c.release(4), [Sent::Free(ObjectId(4), Some(N1))]);
+    assert_eq!(c.core.object_count(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resource accounting
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn dispatch_takes_resources_and_finish_returns_them() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(4.0), 1..=4);
+    c.submit(with_resources(task(1, vec![]), ResourceSet::cpus(2.5)));
+    c.submit(with_resources(task(2, vec![]), ResourceSet::cpus(1.0)));
+    let d = c.dispatch();
+    assert_eq!(tasks_of(&d), [1, 2]);
+    assert_eq!(c.available(N1), ResourceSet::cpus(0.5));
+    assert_eq!(
+        c.core.worker_held(c.worker_of(1)),
+        Some(&ResourceSet::cpus(2.5))
+    );
+    assert_eq!(
+        c.core.worker_held(c.worker_of(2)),
+        Some(&ResourceSet::cpus(1.0))
+    );
+    assert_eq!(c.core.running_tasks(), 2);
+
+    let w1 = c.worker_of(1);
+    c.succeed(1);
+    assert_eq!(c.available(N1), ResourceSet::cpus(3.0));
+    assert_eq!(c.core.worker_held(w1), Some(&ResourceSet::new()));
+    c.succeed(2);
+    c.assert_all_free();
+    assert_eq!(c.core.running_tasks(), 0);
+    assert_eq!(c.core.worker_held(WorkerId(99)), None);
+}
+
+#[test]
+fn ten_tenth_cpu_tasks_share_one_cpu_exactly() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), 1..=10);
+    for id in 1..=11 {
+        c.submit(with_resources(task(id, vec![]), ResourceSet::cpus(0.1)));
+    }
+    let d = c.dispatch();
+    assert_eq!(tasks_of(&d), (1..=10).collect::<Vec<_>>());
+    assert_eq!(c.state(11), Some(TaskState::Queued));
+    assert_eq!(c.core.queued_tasks(), 1);
+    assert_eq!(
+        c.available(N1).cpu_units(),
+        0,
+        "ten tenths use the whole CPU"
+    );
+    assert!(
+        c.schedule().is_empty(),
+        "nothing fits, and no worker is worth asking for"
+    );
+
+    c.succeed(4);
+    assert_eq!(tasks_of(&c.dispatch()), [11]);
+    for id in (1..=11).filter(|id| *id != 4) {
+        c.succeed(id);
+    }
+    // Exact equality: a hundred additions and subtractions of 0.1 must not drift.
+    assert_eq!(c.available(N1), c.total(N1));
+    assert_eq!(c.core.stats().succeeded, 11);
+}
+
+#[test]
+fn gpus_and_custom_resources_are_accounted_like_cpus() {
+    let total = ResourceSet::cpus(8.0).with("GPU", 2.0).with("tpu", 1.0);
+    let mut c = Cluster::new().with_node(1, total.clone(), 1..=8);
+    let gpu = ResourceSet::cpus(1.0).with("GPU", 1.0);
+    let tpu = ResourceSet::cpus(1.0).with("tpu", 0.5);
+    for id in 1..=3 {
+        c.submit(with_resources(task(id, vec![]), gpu.clone()));
+    }
+    for id in 4..=6 {
+        c.submit(with_resources(task(id, vec![]), tpu.clone()));
+    }
+    assert_eq!(tasks_of(&c.dispatch()), [1, 2, 4, 5]);
+    assert_eq!(c.state(3), Some(TaskState::Queued), "both GPUs are taken");
+    assert_eq!(
+        c.state(6),
+        Some(TaskState::Queued),
+        "the TPU is fully taken"
+    );
+    let avail = c.available(N1);
+    assert_eq!(
+        (avail.get("CPU"), avail.get("GPU"), avail.get("tpu")),
+        (4.0, 0.0, 0.0)
+    );
+    assert_eq!(c.core.worker_held(c.worker_of(1)), Some(&gpu));
+    assert_eq!(c.core.worker_held(c.worker_of(4)), Some(&tpu));
+
+    c.succeed(2);
+    assert_eq!(tasks_of(&c.dispatch()), [3]);
+    c.succeed(5);
+    assert_eq!(tasks_of(&c.dispatch()), [6]);
+    for id in [1, 3, 4, 6] {
+        c.succeed(id);
+    }
+    assert_eq!(c.available(N1), total);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Placement
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn default_strategy_packs_to_half_then_spreads() {
+    let mut c = Cluster::new()
+        .with_node(1, ResourceSet::cpus(4.0), 11..=14)
+        .with_node(2, ResourceSet::cpus(4.0), 21..=24);
+    for id in 1..=6 {
+        c.submit(task(id, vec![]));
+    }
+    let d = c.dispatch();
+    assert_eq!(nodes_of(&d), [N1, N1, N2, N2, N1, N2]);
+    for (node, worker, _) in &d {
+        let expected = if worker.0 / 10 == 1 { N1 } else { N2 };
+        assert_eq!(*node, expected, "{worker} is a worker of {expected}");
+    }
+    assert_eq!(c.available(N1), ResourceSet::cpus(1.0));
+    assert_eq!(c.available(N2), ResourceSet::cpus(1.0));
+}
+
+#[test]
+fn spread_strategy_alternates_nodes() {
+    let mut c = Cluster::new()
+        .with_node(1, ResourceSet::cpus(4.0), 11..=14)
+        .with_node(2, ResourceSet::cpus(4.0), 21..=24);
+    for id in 1..=4 {
+        c.submit(with_strategy(task(id, vec![]), SchedulingStrategy::Spread));
+    }
+    assert_eq!(nodes_of(&c.dispatch()), [N1, N2, N1, N2]);
+}
+
+#[test]
+fn hard_affinity_waits_for_its_node_and_soft_affinity_falls_back() {
+    let mut c = Cluster::new()
+        .with_node(1, ResourceSet::cpus(1.0), [11])
+        .with_node(2, ResourceSet::cpus(1.0), [21]);
+    let hard = SchedulingStrategy::NodeAffinity {
+        node: N2,
+        soft: false,
+    };
+    let soft = SchedulingStrategy::NodeAffinity {
+        node: N2,
+        soft: true,
+    };
+    c.submit(with_strategy(task(1, vec![]), hard));
+    c.submit(with_strategy(task(2, vec![]), hard));
+    c.submit(with_strategy(task(3, vec![]), soft));
+
+    let d = c.dispatch();
+    assert_eq!(
+        d,
+        [(N2, WorkerId(21), TaskId(1)), (N1, WorkerId(11), TaskId(3))]
+    );
+    assert_eq!(
+        c.state(2),
+        Some(TaskState::Queued),
+        "hard affinity must not use N1"
+    );
+
+    c.succeed(3);
+    assert!(c.dispatch().is_empty(), "N1 is free but T2 is pinned to N2");
+    c.succeed(1);
+    assert_eq!(c.dispatch(), [(N2, WorkerId(21), TaskId(2))]);
+
+    let unknown = SchedulingStrategy::NodeAffinity {
+        node: NodeId(9),
+        soft: false,
+    };
+    c.submit(with_strategy(task(4, vec![]), unknown));
+    assert!(c.dispatch().is_empty());
+    assert_eq!(
+        c.state(4),
+        Some(TaskState::Infeasible(
+            "needs node N9, which is unknown".into()
+        ))
+    );
+
+    // A soft affinity to an unknown node runs anywhere.
+    let soft_unknown = SchedulingStrategy::NodeAffinity {
+        node: NodeId(9),
+        soft: true,
+    };
+    c.submit(with_strategy(task(5, vec![]), soft_unknown));
+    assert_eq!(c.dispatch(), [(N1, WorkerId(11), TaskId(5))]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Infeasible tasks
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn gpu_task_is_infeasible_until_a_gpu_node_joins() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(4.0), 1..=4);
+    c.submit(with_resources(
+        task(1, vec![]),
+        ResourceSet::cpus(1.0).with("GPU", 1.0),
+    ));
+    c.submit(task(2, vec![]));
+
+    // The infeasible task does not hold up the CPU task behind it.
+    assert_eq!(tasks_of(&c.dispatch()), [2]);
+    assert_eq!(
+        c.state(1),
+        Some(TaskState::Infeasible("needs gpu=1; no node has gpu".into()))
+    );
+    let reason = c.core.pending_reason(TaskId(1)).expect("pending");
+    assert!(reason.starts_with("infeasible:"), "{reason}");
+    assert_eq!(reason, "infeasible: needs gpu=1; no node has gpu");
+    assert!(c.dispatch().is_empty(), "scheduling again changes nothing");
+
+    on_node_added(&mut c.core, N2, ResourceSet::cpus(4.0).with("GPU", 1.0));
+    on_worker_added(&mut c.core, N2, WorkerId(21));
+    assert_eq!(c.dispatch(), [(N2, WorkerId(21), TaskId(1))]);
+    assert_eq!(c.available(N2), ResourceSet::cpus(3.0));
+    c.succeed(1);
+    c.succeed(2);
+    c.assert_all_free();
+}
+
+#[test]
+fn task_larger_than_any_node_names_the_largest() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(4.0), 1..=4);
+    c.submit(with_resources(task(1, vec![]), ResourceSet::cpus(8.0)));
+    assert!(c.dispatch().is_empty());
+    assert_eq!(
+        c.core.pending_reason(TaskId(1)).as_deref(),
+        Some("infeasible: needs cpu=8; the largest node has cpu=4")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures and retries
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn application_failure_fails_the_chain_downstream() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(4.0), 1..=4);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![arg(1)]));
+    c.submit(task(3, vec![arg(2), TaskArg::Inline(vec![1])]));
+    c.submit(task(5, vec![]));
+    assert_eq!(tasks_of(&c.dispatch()), [1, 5]);
+
+    let f1 = failure(1, 0, FailureKind::Application(boom()));
+    let f2 = failure(2, 0, FailureKind::Upstream(f1.clone()));
+    let f3 = failure(3, 0, FailureKind::Upstream(f2.clone()));
+    assert_eq!(
+        c.finish(1, TaskOutcome::Failed(boom())),
+        [
+            Sent::ObjectFailed(ObjectId(1), f1.clone()),
+            Sent::ObjectFailed(ObjectId(2), f2.clone()),
+            Sent::ObjectFailed(ObjectId(3), f3.clone()),
+        ]
+    );
+    assert_eq!(f3.root(), &*f1);
+    assert_eq!(f2.root(), &*f1);
+    for t in 1..=3 {
+        assert_eq!(c.state(t), None, "T{t} is settled");
+    }
+    assert_eq!(
+        c.core.object_state(ObjectId(3)),
+        Some(&ObjectState::Failed(f3))
+    );
+    assert_eq!(c.core.stats().failed, 3);
+    assert_eq!(
+        c.state(5),
+        Some(TaskState::Running {
+            node: N1,
+            worker: c.worker_of(5)
+        })
+    );
+    assert!(c.dispatch().is_empty(), "the failed chain must never run");
+
+    // Submitting onto a failed object fails at once, with the same root.
+    let f6 = failure(6, 0, FailureKind::Upstream(f1.clone()));
+    assert_eq!(
+        c.submit(task(6, vec![arg(1)])),
+        [Sent::ObjectFailed(ObjectId(6), f6.clone())]
+    );
+    assert_eq!(f6.root(), &*f1);
+    assert_eq!(c.state(6), None);
+    c.succeed(5);
+    c.assert_all_free();
+}
+
+/// A transport that also records which attempt of each task it was asked to run.
+#[derive(Default)]
+struct AttemptLog {
+    rec: RecordingTransport,
+    runs: Vec<(TaskId, u32)>,
+}
+
+impl Transport for AttemptLog {
+    fn dispatch(&mut self, node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
+        self.runs.push((task.id, task.attempt));
+        self.rec.dispatch(node, worker, task);
+    }
+    fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
+        self.rec.object_failed(object, failure);
+    }
+    fn object_ready(&mut self, object: ObjectId, node: NodeId) {
+        self.rec.object_ready(object, node);
+    }
+    fn free_object(&mut self, object: ObjectId, node: Option<NodeId>) {
+        self.rec.free_object(object, node);
+    }
+    fn request_worker(&mut self, node: NodeId) {
+        self.rec.request_worker(node);
+    }
+    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
+        self.rec.cancel_running(worker, task, force);
+    }
+}
+
+/// Runs a task that fails every time and returns the attempts dispatched and everything else
+/// sent.
+fn run_always_failing(retry_exceptions: bool, max_retries: u32) -> (Core, AttemptLog) {
+    let mut core = Core::new();
+    let mut t = AttemptLog::default();
+    on_node_added(&mut core, N1, ResourceSet::cpus(1.0));
+    on_worker_added(&mut core, N1, WorkerId(1));
+    let mut spec = task(1, vec![]);
+    spec.retry_exceptions = retry_exceptions;
+    spec.max_retries = max_retries;
+    on_submit(&mut core, &mut t, spec);
+    for _ in 0..10 {
+        schedule(&mut core, &mut t);
+        if core.running_tasks() == 0 {
+            break;
+        }
+        on_task_finished(&mut core, &mut t, WorkerId(1), TaskOutcome::Failed(boom()));
+    }
+    (core, t)
+}
+
+#[test]
+fn retry_exceptions_reruns_with_the_next_attempt_up_to_max_retries() {
+    let (core, t) = run_always_failing(true, 2);
+    assert_eq!(t.runs, [(TaskId(1), 0), (TaskId(1), 1), (TaskId(1), 2)]);
+    let failed: Vec<_> = t
+        .rec
+        .sent
+        .iter()
+        .filter(|s| matches!(s, Sent::ObjectFailed(..)))
+        .collect();
+    let last = failure(1, 2, FailureKind::Application(boom()));
+    assert_eq!(
+        failed,
+        [&Sent::ObjectFailed(ObjectId(1), last)],
+        "fails once, after the last run"
+    );
+    assert_eq!(core.stats().retried, 2);
+    assert_eq!(core.stats().failed, 1);
+    assert_eq!(core.live_tasks(), 0);
+    assert_eq!(core.nodes()[0].available, core.nodes()[0].total);
+}
+
+#[test]
+fn application_errors_are_not_retried_without_retry_exceptions() {
+    let (core, t) = run_always_failing(false, 3);
+    assert_eq!(t.runs, [(TaskId(1), 0)]);
+    let first = failure(1, 0, FailureKind::Application(boom()));
+    assert!(t.rec.sent.contains(&Sent::ObjectFailed(ObjectId(1), first)));
+    assert_eq!(core.stats().retried, 0);
+    assert_eq!(core.live_tasks(), 0);
+}
+
+#[test]
+fn retried_task_keeps_its_dependents_waiting() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    let mut spec = task(1, vec![]);
+    spec.retry_exceptions = true;
+    spec.max_retries = 1;
+    c.submit(spec);
+    c.submit(task(2, vec![arg(1)]));
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    assert!(
+        c.finish(1, TaskOutcome::Failed(boom())).is_empty(),
+        "a retry settles nothing"
+    );
+    assert_eq!(c.state(1), Some(TaskState::Queued));
+    assert_eq!(c.state(2), Some(TaskState::WaitingForDependencies(1)));
+    assert_eq!(
+        c.core.object_state(ObjectId(1)),
+        Some(&ObjectState::Pending)
+    );
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    c.succeed(1);
+    assert_eq!(tasks_of(&c.dispatch()), [2]);
+}
+
+#[test]
+fn unknown_argument_fails_with_object_lost_and_leaves_no_counts() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    let lost = failure(5, 0, FailureKind::ObjectLost(ObjectId(99)));
+    assert_eq!(
+        c.submit(task(5, vec![arg(1), arg(99)])),
+        [Sent::ObjectFailed(ObjectId(5), lost.clone())]
+    );
+    assert_eq!(c.state(5), None);
+    assert_eq!(
+        c.core.object_state(ObjectId(5)),
+        Some(&ObjectState::Failed(lost))
+    );
+    assert_eq!(
+        c.core.object_refs(ObjectId(1)),
+        Some((1, 0)),
+        "O1 gained no task ref"
+    );
+    assert_eq!(c.core.stats().failed, 1);
+    assert_eq!(c.release(5), [Sent::Free(ObjectId(5), None)]);
+}
+
+#[test]
+fn missing_function_and_bad_argument_fail_with_their_kind() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![]));
+    c.dispatch();
+    let not_found = failure(
+        1,
+        0,
+        FailureKind::FunctionNotFound {
+            name: "test::f#0".into(),
+            build: "b1".into(),
+        },
+    );
+    assert_eq!(
+        c.finish(1, TaskOutcome::FunctionNotFound { build: "b1".into() }),
+        [Sent::ObjectFailed(ObjectId(1), not_found)]
+    );
+    let bad = RemoteError::new("bincode::Error", "unexpected end");
+    assert_eq!(
+        c.finish(2, TaskOutcome::BadArgument(bad.clone())),
+        [Sent::ObjectFailed(
+            ObjectId(2),
+            failure(2, 0, FailureKind::BadArgument(bad))
+        )]
+    );
+    c.assert_all_free();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference counting
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn object_is_kept_while_a_pending_task_uses_it() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![arg(1)]));
+    c.dispatch();
+    c.succeed(1);
+    assert!(c.release(1).is_empty(), "T2 has not run yet");
+    assert_eq!(c.core.object_refs(ObjectId(1)), Some((0, 1)));
+    assert_eq!(
+        c.core.object_state(ObjectId(1)),
+        Some(&ObjectState::Ready { node: N1, size: 8 })
+    );
+
+    assert_eq!(tasks_of(&c.dispatch()), [2]);
+    assert!(
+        c.core.object_state(ObjectId(1)).is_some(),
+        "T2 is running on it"
+    );
+    assert_eq!(
+        c.succeed(2),
+        [
+            Sent::ObjectReady(ObjectId(2), N1),
+            Sent::Free(ObjectId(1), Some(N1))
+        ]
+    );
+    assert_eq!(c.release(2), [Sent::Free(ObjectId(2), Some(N1))]);
+    assert!(
+        c.release(2).is_empty(),
+        "a second release of a freed object is a no-op"
+    );
+    assert_eq!(c.core.object_count(), 0);
+    assert_eq!(c.core.stats().objects_freed, 2);
+}
+
+#[test]
+fn add_ref_keeps_a_put_object_for_one_more_release() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    on_put(&mut c.core, ObjectId(100), N1, 64);
+    assert_eq!(
+        c.core.object_state(ObjectId(100)),
+        Some(&ObjectState::Ready { node: N1, size: 64 })
+    );
+    assert!(on_add_ref(&mut c.core, ObjectId(100)));
+    assert_eq!(c.core.object_refs(ObjectId(100)), Some((2, 0)));
+    assert!(c.release(100).is_empty());
+    assert_eq!(c.release(100), [Sent::Free(ObjectId(100), Some(N1))]);
+    assert!(
+        !on_add_ref(&mut c.core, ObjectId(100)),
+        "a freed object cannot be revived"
+    );
+    assert_eq!(c.core.object_count(), 0);
+}
+
+#[test]
+fn put_object_as_argument_is_ready_at_once_and_freed_after_its_user() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    on_put(&mut c.core, ObjectId(100), N1, 64);
+    c.submit(task(1, vec![arg(100)]));
+    assert_eq!(c.state(1), Some(TaskState::Queued));
+    assert!(c.release(100).is_empty());
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    assert_eq!(
+        c.succeed(1),
+        [
+            Sent::ObjectReady(ObjectId(1), N1),
+            Sent::Free(ObjectId(100), Some(N1))
+        ]
+    );
+}
+
+#[test]
+fn results_released_before_they_exist_are_freed_when_settled() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![]));
+    c.dispatch();
+    assert!(c.release(1).is_empty(), "a pending object is not freed");
+    assert!(c.release(2).is_empty());
+    assert_eq!(
+        c.core.object_state(ObjectId(1)),
+        Some(&ObjectState::Pending)
+    );
+    assert_eq!(
+        c.succeed(1),
+        [
+            Sent::ObjectReady(ObjectId(1), N1),
+            Sent::Free(ObjectId(1), Some(N1))
+        ]
+    );
+    let f = failure(2, 0, FailureKind::Application(boom()));
+    assert_eq!(
+        c.finish(2, TaskOutcome::Failed(boom())),
+        [
+            Sent::ObjectFailed(ObjectId(2), f),
+            Sent::Free(ObjectId(2), None)
+        ]
+    );
+    assert_eq!(c.core.object_count(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cancelling_a_queued_task_fails_it_and_its_dependents_without_running() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![]));
+    c.submit(task(3, vec![arg(2)]));
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    assert_eq!(c.state(2), Some(TaskState::Queued));
+
+    let fc = failure(2, 0, FailureKind::Cancelled);
+    let f3 = failure(3, 0, FailureKind::Upstream(fc.clone()));
+    let (found, sent) = c.cancel(2, false);
+    assert!(found);
+    assert_eq!(
+        sent,
+        [
+            Sent::ObjectFailed(ObjectId(2), fc.clone()),
+            Sent::ObjectFailed(ObjectId(3), f3.clone())
+        ]
+    );
+    assert_eq!(f3.root(), &*fc);
+    assert_eq!((c.state(2), c.state(3)), (None, None));
+
+    c.succeed(1);
+    assert!(
+        c.dispatch().is_empty(),
+        "a cancelled task must never be dispatched"
+    );
+    assert_eq!(c.core.queued_tasks(), 0);
+    assert_eq!(c.core.live_tasks(), 0);
+    assert_eq!(c.core.stats().failed, 2);
+    assert_eq!(c.cancel(2, false), (false, vec![]));
+    c.assert_all_free();
+}
+
+#[test]
+fn cancelling_a_waiting_task_releases_its_arguments() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![arg(1)]));
+    assert!(c.release(1).is_empty());
+    assert_eq!(c.core.object_refs(ObjectId(1)), Some((0, 1)));
+    let (found, sent) = c.cancel(2, false);
+    assert!(found);
+    assert_eq!(
+        sent,
+        [Sent::ObjectFailed(
+            ObjectId(2),
+            failure(2, 0, FailureKind::Cancelled)
+        )]
+    );
+    assert_eq!(c.core.object_refs(ObjectId(1)), Some((0, 0)));
+    c.dispatch();
+    assert_eq!(
+        c.succeed(1),
+        [
+            Sent::ObjectReady(ObjectId(1), N1),
+            Sent::Free(ObjectId(1), Some(N1))
+        ],
+        "nobody refers to O1 once T1 is done"
+    );
+}
+
+#[test]
+fn cancelling_a_running_task_ignores_its_late_result() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![arg(1)]));
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    let w = c.worker_of(1);
+
+    let fc = failure(1, 0, FailureKind::Cancelled);
+    let (found, sent) = c.cancel(1, true);
+    assert!(found);
+    assert_eq!(
+        sent,
+        [
+            Sent::CancelRunning(w, TaskId(1), true),
+            Sent::ObjectFailed(ObjectId(1), fc.clone()),
+            Sent::ObjectFailed(
+                ObjectId(2),
+                failure(2, 0, FailureKind::Upstream(fc.clone()))
+            ),
+        ]
+    );
+    assert_eq!(c.state(1), None);
+    // The worker is still busy until it reports back.
+    assert_eq!(c.available(N1).cpu_units(), 0);
+    c.submit(task(3, vec![]));
+    assert!(
+        c.dispatch().is_empty(),
+        "the cancelled task's worker is not idle yet"
+    );
+
+    on_task_finished(&mut c.core, &mut c.t, w, stored());
+    assert!(c.t.take().is_empty(), "the late result must be dropped");
+    assert_eq!(
+        c.core.object_state(ObjectId(1)),
+        Some(&ObjectState::Failed(fc))
+    );
+    assert_eq!(c.core.stats().succeeded, 0);
+    c.assert_all_free();
+    assert_eq!(c.core.worker_held(w), Some(&ResourceSet::new()));
+    assert_eq!(c.dispatch(), [(N1, w, TaskId(3))]);
+
+    // A second report from the same worker for the same run is also ignored.
+    c.succeed(3);
+    on_task_finished(&mut c.core, &mut c.t, w, stored());
+    assert!(c.t.take().is_empty());
+    c.assert_all_free();
+}
+
+#[test]
+fn cancelling_without_force_asks_the_worker_to_stop() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.dispatch();
+    let (found, sent) = c.cancel(1, false);
+    assert!(found);
+    assert_eq!(sent[0], Sent::CancelRunning(WorkerId(1), TaskId(1), false));
+}
+
+#[test]
+fn cancelling_a_finished_or_unknown_task_returns_false() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.dispatch();
+    c.succeed(1);
+    assert_eq!(c.cancel(1, false), (false, vec![]));
+    assert_eq!(c.cancel(42, true), (false, vec![]));
+    assert_eq!(
+        c.core.object_state(ObjectId(1)),
+        Some(&ObjectState::Ready { node: N1, size: 8 })
+    );
+}
+
+#[test]
+fn cancelled_infeasible_task_does_not_run_when_a_node_joins() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(with_resources(
+        task(1, vec![]),
+        ResourceSet::cpus(1.0).with("GPU", 1.0),
+    ));
+    c.dispatch();
+    assert!(matches!(c.state(1), Some(TaskState::Infeasible(_))));
+    assert!(c.cancel(1, false).0);
+    on_node_added(&mut c.core, N2, ResourceSet::cpus(1.0).with("GPU", 1.0));
+    on_worker_added(&mut c.core, N2, WorkerId(21));
+    assert!(c.dispatch().is_empty());
+    assert_eq!(c.core.live_tasks(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workers blocked in `get`
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn blocked_worker_lends_its_cpu_and_a_new_worker_is_requested() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    assert_eq!(c.dispatch(), [(N1, WorkerId(1), TaskId(1))]);
+    c.submit(task(2, vec![]));
+    assert!(c.dispatch().is_empty());
+
+    on_worker_blocked(&mut c.core, WorkerId(1));
+    assert_eq!(
+        c.available(N1),
+        ResourceSet::cpus(1.0),
+        "the blocked task lent its CPU"
+    );
+    assert_eq!(c.core.worker_held(WorkerId(1)), Some(&ResourceSet::new()));
+    // The CPU is free but no worker is idle: ask for one, once.
+    assert_eq!(c.schedule(), [Sent::RequestWorker(N1)]);
+    assert!(c.schedule().is_empty(), "one request at a time");
+
+    on_worker_added(&mut c.core, N1, WorkerId(2));
+    assert_eq!(c.dispatch(), [(N1, WorkerId(2), TaskId(2))]);
+    assert_eq!(c.available(N1).cpu_units(), 0);
+
+    on_worker_unblocked(&mut c.core, WorkerId(1));
+    c.succeed(1);
+    c.succeed(2);
+    c.assert_all_free();
+}
+
+#[test]
+fn node_with_more_cpus_than_idle_workers_requests_a_worker() {
+    // Two CPUs, one worker: the second task must wait for a worker, and one is asked for.
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), [1]);
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![]));
+    assert_eq!(
+        c.schedule(),
+        [
+            Sent::Dispatch(N1, WorkerId(1), TaskId(1)),
+            Sent::RequestWorker(N1)
+        ]
+    );
+    assert_eq!(c.state(2), Some(TaskState::Queued));
+    on_worker_added(&mut c.core, N1, WorkerId(2));
+    assert_eq!(c.dispatch(), [(N1, WorkerId(2), TaskId(2))]);
+}
+
+#[test]
+fn unblocking_takes_the_cpu_back_when_it_is_free() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0).with("GPU", 1.0), [1]);
+    let spec = with_resources(task(1, vec![]), ResourceSet::cpus(1.0).with("GPU", 1.0));
+    c.submit(spec);
+    c.dispatch();
+    on_worker_blocked(&mut c.core, WorkerId(1));
+    // GPUs stay held while blocked.
+    assert_eq!(c.available(N1), ResourceSet::cpus(1.0));
+    assert_eq!(
+        c.core.worker_held(WorkerId(1)),
+        Some(&ResourceSet::new().with("GPU", 1.0))
+    );
+    on_worker_blocked(&mut c.core, WorkerId(1));
+    assert_eq!(
+        c.available(N1),
+        ResourceSet::cpus(1.0),
+        "blocking twice lends once"
+    );
+
+    on_worker_unblocked(&mut c.core, WorkerId(1));
+    assert_eq!(c.available(N1), ResourceSet::new());
+    assert_eq!(
+        c.core.worker_held(WorkerId(1)),
+        Some(&ResourceSet::cpus(1.0).with("GPU", 1.0))
+    );
+    c.succeed(1);
+    c.assert_all_free();
+}
+
+#[test]
+fn worker_finishing_while_blocked_returns_only_what_it_holds() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    c.submit(task(1, vec![]));
+    c.dispatch();
+    let w = c.worker_of(1);
+    on_worker_blocked(&mut c.core, w);
+    assert_eq!(c.available(N1), ResourceSet::cpus(2.0));
+    c.succeed(1);
+    c.assert_all_free();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Randomized workloads
+// ---------------------------------------------------------------------------------------------
+
+/// Marsaglia's xorshift64: enough randomness to shuffle events, and every seed reproduces.
+struct XorShift(u64);
+
+impl XorShift {
+    fn new(seed: u64) -> Self {
+        XorShift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize].clone()
+    }
+}
+
+/// What the random driver saw the scheduler send, per id.
+#[derive(Default)]
+struct Observed {
+    dispatched: HashMap<TaskId, u32>,
+    settled: HashMap<ObjectId, u32>,
+    ready: u64,
+    freed: HashMap<ObjectId, u32>,
+}
+
+#[test]
+fn random_workloads_settle_every_task_once_and_free_everything() {
+    for seed in 1..=40 {
+        run_random_workload(seed, 250);
+    }
+}
+
+fn run_random_workload(seed: u64, n_tasks: u64) {
+    let mut rng = XorShift::new(seed);
+    // Every shape needs at least half a CPU and each node has one worker per half CPU, so a
+    // node without an idle worker never has room for another task.
+    let workers: Vec<(NodeId, WorkerId)> = (100..108)
+        .map(|w| (N1, WorkerId(w)))
+        .chain((200..208).map(|w| (N2, WorkerId(w))))
+        .collect();
+    let mut c = Cluster::new()
+        .with_node(1, ResourceSet::cpus(4.0), 100..108)
+        .with_node(
+            2,
+            ResourceSet::cpus(4.0).with("GPU", 2.0).with("mem", 4.0),
+            200..208,
+        );
+    let shapes = [
+        ResourceSet::cpus(0.5),
+        ResourceSet::cpus(1.0),
+        ResourceSet::cpus(2.0),
+        ResourceSet::cpus(0.5).with("GPU", 1.0),
+        ResourceSet::cpus(1.0).with("mem", 2.5),
+    ];
+
+    let mut next_id = 1u64;
+    let mut task_ids = Vec::new();
+    let mut put_ids = Vec::new();
+    let mut retries: HashMap<TaskId, u32> = HashMap::new();
+    // One entry per handle the driver holds (an object appears twice after `on_add_ref`).
+    let mut handles: Vec<ObjectId> = Vec::new();
+    // Workers with a run in progress, including runs of cancelled tasks.
+    let mut busy: Vec<WorkerId> = Vec::new();
+    let mut seen = Observed::default();
+
+    loop {
+        let submitting = (task_ids.len() as u64) < n_tasks;
+        match rng.below(16) {
+            0..=4 if submitting => {
+                let id = next_id;
+                next_id += 1;
+                let mut args = Vec::new();
+                for _ in 0..rng.below(4) {
+                    if !handles.is_empty() && rng.below(4) != 0 {
+                        args.push(TaskArg::Object(rng.pick(&handles)));
+                    } else {
+                        args.push(TaskArg::Inline(vec![id as u8]));
+                    }
+                }
+                let mut spec = with_resources(task(id, args), rng.pick(&shapes));
+                if rng.below(4) == 0 {
+                    spec.strategy = SchedulingStrategy::Spread;
+                }
+                if rng.below(5) == 0 {
+                    spec.retry_exceptions = true;
+                    spec.max_retries = 1;
+                }
+                retries.insert(
+                    spec.id,
+                    if spec.retry_exceptions {
+                        spec.max_retries
+                    } else {
+                        0
+                    },
+                );
+                on_submit(&mut c.core, &mut c.t, spec);
+                task_ids.push(TaskId(id));
+                handles.push(ObjectId(id));
+            }
+            5 if submitting => {
+                let id = next_id;
+                next_id += 1;
+                on_put(&mut c.core, ObjectId(id), rng.pick(&[N1, N2]), 16);
+                put_ids.push(ObjectId(id));
+                handles.push(ObjectId(id));
+            }
+            6 if !handles.is_empty() => {
+                let i = rng.below(handles.len() as u64) as usize;
+                let o = handles.swap_remove(i);
+                on_release(&mut c.core, &mut c.t, o);
+            }
+            7 if !handles.is_empty() => {
+                let o = rng.pick(&handles);
+                assert!(on_add_ref(&mut c.core, o), "seed {seed}: held {o} is gone");
+                handles.push(o);
+            }
+            8 if next_id > 1 && rng.below(4) == 0 => {
+                let t = TaskId(1 + rng.below(next_id - 1));
+                let live = c.core.task_state(t).is_some();
+                let force = rng.below(2) == 0;
+                assert_eq!(
+                    on_cancel(&mut c.core, &mut c.t, t, force),
+                    live,
+                    "seed {seed}: {t}"
+                );
+            }
+            9..=11 => schedule(&mut c.core, &mut c.t),
+            _ if !busy.is_empty() => {
+                let i = rng.below(busy.len() as u64) as usize;
+                let w = busy.swap_remove(i);
+                let outcome = match rng.below(10) {
+                    0 => TaskOutcome::Failed(boom()),
+                    _ => stored(),
+                };
+                on_task_finished(&mut c.core, &mut c.t, w, outcome);
+            }
+            _ => {}
+        }
+        observe(&mut c, &mut seen, &mut busy, &workers, &handles, seed);
+        check_accounting(&c, &workers, seed);
+
+        if !submitting && busy.is_empty() {
+            schedule(&mut c.core, &mut c.t);
+            observe(&mut c, &mut seen, &mut busy, &workers, &handles, seed);
+            if busy.is_empty() {
+                break;
+            }
+        }
+    }
+
+    // Every task settled exactly once and ran no more often than its retries allow.
+    assert_eq!(
+        c.core.live_tasks(),
+        0,
+        "seed {seed}: tasks left with nothing running"
+    );
+    assert_eq!(c.core.queued_tasks(), 0, "seed {seed}");
+    assert_eq!(c.core.running_tasks(), 0, "seed {seed}");
+    for t in &task_ids {
+        let o = ObjectId::from(*t);
+        assert_eq!(
+            seen.settled.get(&o),
+            Some(&1),
+            "seed {seed}: {o} settled wrongly"
+        );
+        let runs = seen.dispatched.get(t).copied().unwrap_or(0);
+        assert!(runs <= 1 + retries[t], "seed {seed}: {t} ran {runs} times");
+    }
+    let stats = c.core.stats();
+    assert_eq!(stats.submitted, n_tasks, "seed {seed}");
+    assert_eq!(stats.succeeded + stats.failed, n_tasks, "seed {seed}");
+    assert_eq!(seen.ready, stats.succeeded, "seed {seed}");
+    c.assert_all_free();
+
+    // Once the driver lets go of everything, every object is freed exactly once.
+    for o in std::mem::take(&mut handles) {
+        on_release(&mut c.core, &mut c.t, o);
+    }
+    observe(&mut c, &mut seen, &mut busy, &workers, &handles, seed);
+    assert_eq!(c.core.object_count(), 0, "seed {seed}: objects leaked");
+    for o in task_ids
+        .iter()
+        .map(|t| ObjectId::from(*t))
+        .chain(put_ids.iter().copied())
+    {
+        assert_eq!(
+            seen.freed.get(&o),
+            Some(&1),
+            "seed {seed}: {o} freed wrongly"
+        );
+    }
+    assert_eq!(
+        c.core.stats().objects_freed,
+        (task_ids.len() + put_ids.len()) as u64
+    );
+}
+
+/// Consumes what the scheduler sent and checks each message against what the driver knows.
+fn observe(
+    c: &mut Cluster,
+    seen: &mut Observed,
+    busy: &mut Vec<WorkerId>,
+    workers: &[(NodeId, WorkerId)],
+    handles: &[ObjectId],
+    seed: u64,
+) {
+    for s in c.t.take() {
+        match s {
+            Sent::Dispatch(node, w, t) => {
+                assert!(
+                    workers.contains(&(node, w)),
+                    "seed {seed}: {w} is not a worker of {node}"
+                );
+                assert!(
+                    !busy.contains(&w),
+                    "seed {seed}: {t} dispatched to busy {w}"
+                );
+                busy.push(w);
+                *seen.dispatched.entry(t).or_default() += 1;
+            }
+            Sent::ObjectReady(o, _) => {
+                seen.ready += 1;
+                *seen.settled.entry(o).or_default() += 1;
+            }
+            Sent::ObjectFailed(o, f) => {
+                assert_eq!(
+                    f.task,
+                    o.task(),
+                    "seed {seed}: failure of {o} names another task"
+                );
+                *seen.settled.entry(o).or_default() += 1;
+            }
+            Sent::Free(o, _) => {
+                assert!(
+                    !handles.contains(&o),
+                    "seed {seed}: {o} freed while a handle is held"
+                );
+                *seen.freed.entry(o).or_default() += 1;
+            }
+            Sent::RequestWorker(n) => panic!("seed {seed}: {n} has a worker per half CPU"),
+            Sent::CancelRunning(w, _, _) => {
+                assert!(busy.contains(&w), "seed {seed}: cancel sent to idle {w}");
+            }
+        }
+    }
+}
+
+/// For every node, `available + Σ held == total`, resource by resource.
+fn check_accounting(c: &Cluster, workers: &[(NodeId, WorkerId)], seed: u64) {
+    for n in c.core.nodes() {
+        let mut sum = n.available.clone();
+        for (_, w) in workers.iter().filter(|(node, _)| *node == n.id) {
+            sum.add(c.core.worker_held(*w).expect("registered"));
+        }
+        assert_eq!(sum, n.total, "seed {seed}: {} accounting broke", n.id);
+    }
+}
+
+#[test]
+fn a_node_registering_again_keeps_what_running_tasks_hold() {
+    let mut core = Core::new();
+    let mut t = RecordingTransport::default();
+    on_node_added(&mut core, NodeId(1), ResourceSet::cpus(2.0));
+    on_worker_added(&mut core, NodeId(1), WorkerId(1));
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    assert_eq!(t.dispatched(), vec![(WorkerId(1), TaskId(1))]);
+    on_node_added(&mut core, NodeId(1), ResourceSet::cpus(2.0));
+    assert_eq!(core.nodes()[0].available, ResourceSet::cpus(1.0));
+    on_task_finished(
+        &mut core,
+        &mut t,
+        WorkerId(1),
+        TaskOutcome::Stored { size: 1 },
+    );
+    assert_eq!(
+        core.nodes()[0].available,
+        ResourceSet::cpus(2.0),
+        "never above total"
+    );
+}
+
+#[test]
+fn hard_affinity_asks_for_a_worker_on_its_own_node() {
+    let mut core = Core::new();
+    let mut t = RecordingTransport::default();
+    on_node_added(&mut core, NodeId(1), ResourceSet::cpus(1.0));
+    on_node_added(&mut core, NodeId(2), ResourceSet::cpus(1.0));
+    let mut spec = task(1, vec![]);
+    spec.strategy = SchedulingStrategy::NodeAffinity {
+        node: NodeId(2),
+        soft: false,
+    };
+    on_submit(&mut core, &mut t, spec);
+    schedule(&mut core, &mut t);
+    assert_eq!(t.take(), vec![Sent::RequestWorker(NodeId(2))]);
+}
