@@ -62,6 +62,9 @@ struct Args {
     /// Executor threads (the anchors use num_cpus=2).
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Round trips in noop_task_sync_latency (more for profiling).
+    #[arg(long, default_value_t = N_NOOP_SYNC)]
+    n_sync: usize,
     /// Run number, copied into every line.
     #[arg(long, default_value_t = 0)]
     run: u32,
@@ -174,7 +177,7 @@ fn main() -> Result<()> {
     }
 
     if only('b') {
-        let mut lat: Vec<f64> = (0..N_NOOP_SYNC)
+        let mut lat: Vec<f64> = (0..args.n_sync)
             .map(|_| {
                 let t0 = Instant::now();
                 starling::get(&noop::remote()).map(|_| t0.elapsed().as_secs_f64() * 1e6)
@@ -184,13 +187,13 @@ fn main() -> Result<()> {
             "noop_task_sync_latency_median",
             median(&mut lat),
             "us",
-            json!({"n": N_NOOP_SYNC}),
+            json!({"n": args.n_sync}),
         );
         e.emit(
             "noop_task_sync_latency_p99",
             percentile(&mut lat, 99.0),
             "us",
-            json!({"n": N_NOOP_SYNC}),
+            json!({"n": args.n_sync}),
         );
     }
 

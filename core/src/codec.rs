@@ -10,13 +10,19 @@ use crate::error::Error;
 
 const CONFIG: bincode::config::Configuration = bincode::config::standard();
 
-/// Encodes `value`.
+/// Encodes `value` into a buffer of exactly the encoded size: a sizing pass first, so a large
+/// value is written once instead of being copied on every growth of the buffer.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
-    bincode::serde::encode_to_vec(value, CONFIG).map_err(|e| Error::Codec {
+    let err = |e: bincode::error::EncodeError| Error::Codec {
         op: "encode",
         type_name: std::any::type_name::<T>(),
         message: e.to_string(),
-    })
+    };
+    let mut sizer = bincode::enc::write::SizeWriter::default();
+    bincode::serde::encode_into_writer(value, &mut sizer, CONFIG).map_err(err)?;
+    let mut out = Vec::with_capacity(sizer.bytes_written);
+    bincode::serde::encode_into_std_write(value, &mut out, CONFIG).map_err(err)?;
+    Ok(out)
 }
 
 /// Decodes a `T` from all of `bytes`.

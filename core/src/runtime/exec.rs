@@ -29,9 +29,10 @@ pub(crate) const WAIT_SPIN: Duration = Duration::from_micros(30);
 pub(crate) const IDLE_SPIN: Duration = Duration::from_micros(50);
 
 /// Spins until `done()` or `max` has passed; returns whether `done()` held. Short tasks finish
-/// within microseconds, so a brief spin saves a futex sleep and wake on each side. It yields
-/// every few microseconds: on a 2-core machine a spinning waiter must not starve the thread it
-/// waits for.
+/// within microseconds, so a brief spin saves a futex sleep and wake on each side. The spin is
+/// bounded in time, and at most two threads spin at once (one waiter, one idle executor), so
+/// it yields only rarely: each `sched_yield` costs a few microseconds on a VM (measured: sync
+/// round trip median 11 us when yielding every 256 rounds, 2.8 us every 8192).
 #[inline]
 pub(crate) fn spin_until(max: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
@@ -46,7 +47,7 @@ pub(crate) fn spin_until(max: Duration, mut done: impl FnMut() -> bool) -> bool 
             if spent >= max {
                 return false;
             }
-            if i.is_multiple_of(256) {
+            if i.is_multiple_of(8192) {
                 std::thread::yield_now();
             }
         }
