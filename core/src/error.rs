@@ -63,6 +63,16 @@ pub enum Error {
         /// The decoder's complaint.
         cause: RemoteError,
     },
+    /// The worker process running the task died and no retries were left.
+    #[error("task {task}: its worker died ({exit}) on attempt {attempt}, no retries left")]
+    WorkerDied {
+        /// The task.
+        task: TaskId,
+        /// Attempts made, 0-based index of the last one.
+        attempt: u32,
+        /// How the worker ended.
+        exit: String,
+    },
     /// The object no longer exists (freed, or its only copy was lost).
     #[error("object {0} no longer exists")]
     ObjectLost(ObjectId),
@@ -128,6 +138,11 @@ impl From<&TaskFailure> for Error {
                 cause: cause.clone(),
             },
             FailureKind::ObjectLost(o) => Error::ObjectLost(*o),
+            FailureKind::WorkerDied { exit } => Error::WorkerDied {
+                task,
+                attempt: f.attempt,
+                exit: exit.clone(),
+            },
         }
     }
 }

@@ -16,8 +16,17 @@ pub use task::{
     FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskFailure, TaskSpec,
 };
 
-/// Generated protobuf types. Private to this crate: the public surface is the domain types.
-#[allow(clippy::all, missing_docs, rust_2018_idioms)]
-pub(crate) mod pb {
+/// Generated protobuf messages and gRPC stubs. Private: other crates reach them through [`pb`].
+#[allow(clippy::all, missing_docs, rust_2018_idioms, unreachable_pub)]
+mod generated {
     include!(concat!(env!("OUT_DIR"), "/starling.v1.rs"));
 }
+
+/// The cluster protocol's messages and gRPC stubs, for the crates that implement the head, the
+/// node agent and the client. Never re-exported by the `starling` API crate.
+pub mod pb {
+    pub use crate::generated::*;
+}
+
+/// The protocol version spoken by this build; peers with another version are refused.
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::{NodeId, ObjectId, ResourceSet, TaskId};
+use crate::{JobId, NodeId, ObjectId, ResourceSet, TaskId};
 
 /// The registered name of a remote function: `module::path::name#signature-hash`.
 /// Shared, because every call of a function carries it.
@@ -63,6 +63,9 @@ pub struct TaskSpec {
     pub strategy: SchedulingStrategy,
     /// Which run this is: 0 for the first, 1 for the first retry, ...
     pub attempt: u32,
+    /// The job (driver program) the task belongs to: only that job's workers, which run its
+    /// binary, can run it. `JobId(0)` in-process.
+    pub job: JobId,
 }
 
 impl TaskSpec {
@@ -139,6 +142,11 @@ pub enum FailureKind {
     BadArgument(RemoteError),
     /// An argument object no longer exists (freed, or its only copy was lost).
     ObjectLost(ObjectId),
+    /// The worker process died while running the task, and no retries were left.
+    WorkerDied {
+        /// How it ended (`"exit code 101"`, `"killed by signal 9"`, `"connection lost"`).
+        exit: String,
+    },
 }
 
 /// A task's failure, as the scheduler records it and every `get` downstream sees it.
@@ -190,6 +198,11 @@ impl fmt::Display for TaskFailure {
                     self.task
                 )
             }
+            FailureKind::WorkerDied { exit } => write!(
+                f,
+                "task {}: its worker died ({exit}) on attempt {}, no retries left",
+                self.task, self.attempt
+            ),
             FailureKind::ObjectLost(o) => {
                 write!(
                     f,

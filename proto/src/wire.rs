@@ -9,8 +9,8 @@ use std::sync::Arc;
 use prost::Message;
 
 use crate::{
-    pb, FailureKind, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy, TaskArg,
-    TaskFailure, TaskId, TaskSpec,
+    pb, FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy,
+    TaskArg, TaskFailure, TaskId, TaskSpec,
 };
 
 /// Bytes that do not decode into the expected message.
@@ -85,6 +85,7 @@ impl From<&TaskSpec> for pb::TaskSpec {
                 kind: Some(strategy),
             }),
             attempt: t.attempt,
+            job: t.job.0,
         }
     }
 }
@@ -123,6 +124,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             retry_exceptions: t.retry_exceptions,
             strategy,
             attempt: t.attempt,
+            job: JobId(t.job),
         })
     }
 }
@@ -163,6 +165,7 @@ impl From<&TaskFailure> for pb::TaskFailure {
                 backtrace: e.backtrace.clone(),
             }),
             FailureKind::ObjectLost(o) => Kind::ObjectLost(o.0),
+            FailureKind::WorkerDied { exit } => Kind::WorkerDied(exit.clone()),
         };
         pb::TaskFailure {
             task_id: f.task.0,
@@ -196,6 +199,7 @@ impl TryFrom<pb::TaskFailure> for TaskFailure {
                 }
             }
             Some(Kind::ObjectLost(o)) => FailureKind::ObjectLost(ObjectId(o)),
+            Some(Kind::WorkerDied(exit)) => FailureKind::WorkerDied { exit },
             None => return Err(DecodeError("task failure without a kind".into())),
         };
         Ok(TaskFailure {
@@ -243,6 +247,7 @@ mod tests {
                 soft: true,
             },
             attempt: 1,
+            job: JobId(4),
         }
     }
 
@@ -255,6 +260,7 @@ mod tests {
         assert_eq!(back.args, t.args);
         assert_eq!(back.resources, t.resources);
         assert_eq!(back.strategy, t.strategy);
+        assert_eq!(back.job, JobId(4));
         assert_eq!(
             (back.max_retries, back.retry_exceptions, back.attempt),
             (3, true, 1)

@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use starling_proto::{
-    NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, TaskSpec, WorkerId,
+    JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, TaskSpec, WorkerId,
 };
 
 use crate::hash::IdMap;
@@ -64,8 +64,9 @@ pub(crate) struct NodeState {
     pub total: ResourceSet,
     pub available: ResourceSet,
     pub alive: bool,
-    /// Idle workers, most recently idle last (reusing a warm worker first).
-    pub idle: Vec<WorkerId>,
+    /// Idle workers with the job they serve, most recently idle last (reusing a warm worker
+    /// first).
+    pub idle: Vec<(JobId, WorkerId)>,
     pub workers: usize,
     /// Workers asked of the transport and not yet added.
     pub requested_workers: usize,
@@ -74,6 +75,7 @@ pub(crate) struct NodeState {
 #[derive(Debug)]
 pub(crate) struct WorkerState {
     pub node: usize,
+    pub job: JobId,
     pub task: Option<TaskId>,
     /// What the running task holds on the node.
     pub held: ResourceSet,
@@ -89,6 +91,7 @@ pub(crate) struct WorkerState {
 pub(crate) struct Class {
     pub resources: ResourceSet,
     pub strategy: SchedulingStrategy,
+    pub job: JobId,
     pub queue: VecDeque<TaskId>,
 }
 
@@ -116,7 +119,7 @@ pub struct Core {
     pub(crate) node_index: IdMap<NodeId, usize>,
     pub(crate) workers: IdMap<WorkerId, WorkerState>,
     pub(crate) classes: Vec<Class>,
-    pub(crate) class_index: HashMap<(ResourceSet, SchedulingStrategy), u32>,
+    pub(crate) class_index: HashMap<(ResourceSet, SchedulingStrategy, JobId), u32>,
     /// Classes with queued tasks, scanned by `schedule`.
     pub(crate) infeasible: Vec<TaskId>,
     pub(crate) spread_cursor: usize,
@@ -202,11 +205,14 @@ impl Core {
     pub(crate) fn class_of(&mut self, spec: &TaskSpec) -> u32 {
         // Most programs use a handful of shapes; checking the last one first skips the hash.
         if let Some(last) = self.classes.last() {
-            if last.resources == spec.resources && last.strategy == spec.strategy {
+            if last.resources == spec.resources
+                && last.strategy == spec.strategy
+                && last.job == spec.job
+            {
                 return self.classes.len() as u32 - 1;
             }
         }
-        let key = (spec.resources.clone(), spec.strategy);
+        let key = (spec.resources.clone(), spec.strategy, spec.job);
         if let Some(c) = self.class_index.get(&key) {
             return *c;
         }
@@ -214,6 +220,7 @@ impl Core {
         self.classes.push(Class {
             resources: spec.resources.clone(),
             strategy: spec.strategy,
+            job: spec.job,
             queue: VecDeque::new(),
         });
         self.class_index.insert(key, id);

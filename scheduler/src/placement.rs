@@ -6,7 +6,7 @@
 //! large workloads spread. `Spread` rotates over the nodes that fit. Node affinity pins a node,
 //! falling back to the default policy when `soft` and the node cannot take it.
 
-use starling_proto::{ResourceSet, SchedulingStrategy, RESOURCE_SCALE};
+use starling_proto::{JobId, ResourceSet, SchedulingStrategy, RESOURCE_SCALE};
 
 use crate::core::NodeState;
 
@@ -23,9 +23,9 @@ pub(crate) enum Placement {
 
 const PACK_THRESHOLD: f64 = 0.5;
 
-/// Whether `n` can start the task right now: resources free and a worker idle.
-fn fits_now(n: &NodeState, need: &ResourceSet) -> bool {
-    n.alive && !n.idle.is_empty() && n.available.contains(need)
+/// Whether `n` can start a task of `job` right now: resources free and a worker of the job idle.
+fn fits_now(n: &NodeState, need: &ResourceSet, job: JobId) -> bool {
+    n.alive && n.idle.iter().any(|(j, _)| *j == job) && n.available.contains(need)
 }
 
 fn fits_ever(n: &NodeState, need: &ResourceSet) -> bool {
@@ -37,15 +37,16 @@ pub(crate) fn place(
     nodes: &[NodeState],
     need: &ResourceSet,
     strategy: SchedulingStrategy,
+    job: JobId,
     spread_cursor: &mut usize,
 ) -> Placement {
     match strategy {
-        SchedulingStrategy::Default => hybrid(nodes, need),
+        SchedulingStrategy::Default => hybrid(nodes, need, job),
         SchedulingStrategy::Spread => {
             let n = nodes.len();
             for k in 0..n {
                 let i = (*spread_cursor + k) % n;
-                if fits_now(&nodes[i], need) {
+                if fits_now(&nodes[i], need, job) {
                     *spread_cursor = (i + 1) % n;
                     return Placement::Node(i);
                 }
@@ -54,9 +55,9 @@ pub(crate) fn place(
         }
         SchedulingStrategy::NodeAffinity { node, soft } => {
             match nodes.iter().position(|n| n.id == node) {
-                Some(i) if fits_now(&nodes[i], need) => Placement::Node(i),
+                Some(i) if fits_now(&nodes[i], need, job) => Placement::Node(i),
                 Some(i) if fits_ever(&nodes[i], need) && !soft => Placement::Wait,
-                _ if soft => hybrid(nodes, need),
+                _ if soft => hybrid(nodes, need, job),
                 Some(i) if !nodes[i].alive => Placement::Infeasible(format!(
                     "needs node {node}, which is dead (affinity is hard; use soft affinity to \
                      allow other nodes)"
@@ -71,10 +72,10 @@ pub(crate) fn place(
     }
 }
 
-fn hybrid(nodes: &[NodeState], need: &ResourceSet) -> Placement {
+fn hybrid(nodes: &[NodeState], need: &ResourceSet, job: JobId) -> Placement {
     let mut best: Option<(usize, f64)> = None;
     for (i, n) in nodes.iter().enumerate() {
-        if !fits_now(n, need) {
+        if !fits_now(n, need, job) {
             continue;
         }
         let after = utilization_after(n, need);
@@ -144,7 +145,7 @@ mod tests {
             available: total.clone(),
             total,
             alive: true,
-            idle: vec![starling_proto::WorkerId(id)],
+            idle: vec![(JobId(0), starling_proto::WorkerId(id))],
             workers: 1,
             requested_workers: 0,
         }
@@ -160,8 +161,13 @@ mod tests {
         let mut cur = 0;
         let mut picks = Vec::new();
         for _ in 0..6 {
-            let Placement::Node(i) = place(&nodes, &one, SchedulingStrategy::Default, &mut cur)
-            else {
+            let Placement::Node(i) = place(
+                &nodes,
+                &one,
+                SchedulingStrategy::Default,
+                JobId(0),
+                &mut cur,
+            ) else {
                 panic!("should place")
             };
             nodes[i].available.subtract(&one);
@@ -183,8 +189,8 @@ mod tests {
         ];
         let mut cur = 0;
         let one = ResourceSet::cpus(1.0);
-        let a = place(&nodes, &one, SchedulingStrategy::Spread, &mut cur);
-        let b = place(&nodes, &one, SchedulingStrategy::Spread, &mut cur);
+        let a = place(&nodes, &one, SchedulingStrategy::Spread, JobId(0), &mut cur);
+        let b = place(&nodes, &one, SchedulingStrategy::Spread, JobId(0), &mut cur);
         assert_eq!((a, b), (Placement::Node(0), Placement::Node(1)));
     }
 
@@ -223,14 +229,20 @@ mod tests {
             node: NodeId(2),
             soft: true,
         };
-        assert_eq!(place(&nodes, &one, hard, &mut cur), Placement::Wait);
-        assert_eq!(place(&nodes, &one, soft, &mut cur), Placement::Node(0));
+        assert_eq!(
+            place(&nodes, &one, hard, JobId(0), &mut cur),
+            Placement::Wait
+        );
+        assert_eq!(
+            place(&nodes, &one, soft, JobId(0), &mut cur),
+            Placement::Node(0)
+        );
         let unknown = SchedulingStrategy::NodeAffinity {
             node: NodeId(9),
             soft: false,
         };
         assert!(matches!(
-            place(&nodes, &one, unknown, &mut cur),
+            place(&nodes, &one, unknown, JobId(0), &mut cur),
             Placement::Infeasible(_)
         ));
     }

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use starling_proto::{
-    FailureKind, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskFailure, TaskId, TaskSpec,
-    WorkerId,
+    FailureKind, JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskFailure, TaskId,
+    TaskSpec, WorkerId,
 };
 
 use crate::core::{Core, NodeState, TaskEntry, TaskState, WorkerState};
@@ -48,20 +48,26 @@ pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
     }
 }
 
-/// A worker of `node` is ready for tasks. Unknown nodes are ignored (the worker's node must be
-/// added first).
+/// A worker of `node` is ready for tasks of the default job (`JobId(0)`).
 pub fn on_worker_added(core: &mut Core, node: NodeId, worker: WorkerId) {
+    on_job_worker_added(core, node, JobId(0), worker)
+}
+
+/// A worker of `node` that runs `job`'s binary is ready for its tasks. Unknown nodes are ignored
+/// (the worker's node must be added first).
+pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: WorkerId) {
     let Some(&i) = core.node_index.get(&node) else {
         return;
     };
     let n = &mut core.nodes[i];
     n.workers += 1;
     n.requested_workers = n.requested_workers.saturating_sub(1);
-    n.idle.push(worker);
+    n.idle.push((job, worker));
     core.workers.insert(
         worker,
         WorkerState {
             node: i,
+            job,
             task: None,
             held: ResourceSet::new(),
             blocked: false,
@@ -197,7 +203,7 @@ pub fn on_task_finished(
     w.lent = ResourceSet::new();
     let node = &mut core.nodes[w.node];
     node.available.add(&held);
-    node.idle.push(worker);
+    node.idle.push((w.job, worker));
     let node_id = node.id;
 
     let Some(entry) = core.tasks.get(&task) else {
@@ -251,6 +257,36 @@ pub fn on_task_finished(
             let name = spec.function.to_string();
             fail_task(core, t, task, FailureKind::FunctionNotFound { name, build })
         }
+    }
+}
+
+/// `worker` is gone (its process exited or its connection dropped). Its running task is retried
+/// (a lost worker is always retried, up to `max_retries`) or fails with `WorkerDied`; what the
+/// task held goes back to the node.
+pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: WorkerId, exit: &str) {
+    let Some(w) = core.workers.remove(&worker) else {
+        return;
+    };
+    let node = &mut core.nodes[w.node];
+    node.workers = node.workers.saturating_sub(1);
+    node.idle.retain(|(_, id)| *id != worker);
+    node.available.add(&w.held);
+    let Some(task) = w.task else {
+        return;
+    };
+    let Some(entry) = core.tasks.get_mut(&task) else {
+        return;
+    };
+    if entry.spec.attempt < entry.spec.max_retries {
+        core.stats.retried += 1;
+        let mut next = (*entry.spec).clone();
+        next.attempt += 1;
+        entry.spec = Arc::new(next);
+        entry.state = TaskState::Queued;
+        core.classes[entry.class as usize].queue.push_back(task);
+    } else {
+        let exit = exit.to_string();
+        fail_task(core, t, task, FailureKind::WorkerDied { exit });
     }
 }
 
@@ -324,6 +360,7 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                 &core.nodes,
                 &class.resources,
                 class.strategy,
+                class.job,
                 &mut core.spread_cursor,
             ) {
                 Placement::Node(i) => {
@@ -346,11 +383,12 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
 
 fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usize) {
     let node = &mut core.nodes[node_index];
-    let worker = node
-        .idle
-        .pop()
-        .expect("placement only picks nodes with an idle worker");
     let entry = core.tasks.get_mut(&task).expect("live");
+    let job = entry.spec.job;
+    let pos = node.idle.iter().rposition(|(j, _)| *j == job);
+    let (_, worker) = node
+        .idle
+        .remove(pos.expect("placement only picks nodes with an idle worker of the job"));
     node.available.subtract(&entry.spec.resources);
     entry.state = TaskState::Running {
         node: node.id,
@@ -369,6 +407,7 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
 /// busy or blocked in `get`). Ask for one more, one request at a time per node.
 fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usize) {
     let need = &core.classes[class].resources;
+    let job = core.classes[class].job;
     // A task pinned to a node (hard affinity) is helped only by a worker on that node.
     let only = match core.classes[class].strategy {
         SchedulingStrategy::NodeAffinity { node, soft: false } => Some(node),
@@ -378,9 +417,10 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
         if only.is_some_and(|id| id != n.id) {
             continue;
         }
-        if n.alive && n.idle.is_empty() && n.requested_workers == 0 && n.available.contains(need) {
+        let idle_for_job = n.idle.iter().any(|(j, _)| *j == job);
+        if n.alive && !idle_for_job && n.requested_workers == 0 && n.available.contains(need) {
             n.requested_workers += 1;
-            t.request_worker(n.id);
+            t.request_worker(n.id, job);
             return;
         }
     }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use starling_proto::{NodeId, ObjectId, TaskFailure, TaskId, TaskSpec, WorkerId};
+use starling_proto::{JobId, NodeId, ObjectId, TaskFailure, TaskId, TaskSpec, WorkerId};
 
 use crate::Transport;
 
@@ -18,7 +18,7 @@ pub enum Sent {
     /// `free_object`.
     Free(ObjectId, Option<NodeId>),
     /// `request_worker`.
-    RequestWorker(NodeId),
+    RequestWorker(NodeId, JobId),
     /// `cancel_running`.
     CancelRunning(WorkerId, TaskId, bool),
 }
@@ -61,8 +61,8 @@ impl Transport for RecordingTransport {
     fn free_object(&mut self, object: ObjectId, node: Option<NodeId>) {
         self.sent.push(Sent::Free(object, node));
     }
-    fn request_worker(&mut self, node: NodeId) {
-        self.sent.push(Sent::RequestWorker(node));
+    fn request_worker(&mut self, node: NodeId, job: JobId) {
+        self.sent.push(Sent::RequestWorker(node, job));
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.sent.push(Sent::CancelRunning(worker, task, force));
@@ -80,5 +80,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         retry_exceptions: false,
         strategy: Default::default(),
         attempt: 0,
+        job: JobId(0),
     }
 }

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use starling_proto::{NodeId, ObjectId, RemoteError, TaskFailure, TaskId, TaskSpec, WorkerId};
+use starling_proto::{
+    JobId, NodeId, ObjectId, RemoteError, TaskFailure, TaskId, TaskSpec, WorkerId,
+};
 
 /// What the scheduler asks the outside world to do. Implementations must not call back into the
 /// scheduler: they queue messages, wake threads or write to streams, and return.
@@ -20,8 +22,8 @@ pub trait Transport {
     /// Nobody refers to `object` any more: drop its value from `node`'s store.
     fn free_object(&mut self, object: ObjectId, node: Option<NodeId>);
 
-    /// `node` has resources for more work but no idle worker: start one more.
-    fn request_worker(&mut self, node: NodeId);
+    /// `node` has resources for more work of `job` but no idle worker of it: start one more.
+    fn request_worker(&mut self, node: NodeId, job: JobId);
 
     /// Stop `task`, running on `worker`: `force` kills it, otherwise it is asked to stop.
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool);

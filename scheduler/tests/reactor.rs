@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use starling_proto::{
-    FailureKind, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy, TaskArg,
+    FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy, TaskArg,
     TaskFailure, TaskId, TaskSpec, WorkerId,
 };
 use starling_scheduler::reactor::{
@@ -603,8 +603,8 @@ impl Transport for AttemptLog {
     fn free_object(&mut self, object: ObjectId, node: Option<NodeId>) {
         self.rec.free_object(object, node);
     }
-    fn request_worker(&mut self, node: NodeId) {
-        self.rec.request_worker(node);
+    fn request_worker(&mut self, node: NodeId, _job: JobId) {
+        self.rec.request_worker(node, _job);
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.rec.cancel_running(worker, task, force);
@@ -1021,7 +1021,7 @@ fn blocked_worker_lends_its_cpu_and_a_new_worker_is_requested() {
     );
     assert_eq!(c.core.worker_held(WorkerId(1)), Some(&ResourceSet::new()));
     // The CPU is free but no worker is idle: ask for one, once.
-    assert_eq!(c.schedule(), [Sent::RequestWorker(N1)]);
+    assert_eq!(c.schedule(), [Sent::RequestWorker(N1, JobId(0))]);
     assert!(c.schedule().is_empty(), "one request at a time");
 
     on_worker_added(&mut c.core, N1, WorkerId(2));
@@ -1044,7 +1044,7 @@ fn node_with_more_cpus_than_idle_workers_requests_a_worker() {
         c.schedule(),
         [
             Sent::Dispatch(N1, WorkerId(1), TaskId(1)),
-            Sent::RequestWorker(N1)
+            Sent::RequestWorker(N1, JobId(0))
         ]
     );
     assert_eq!(c.state(2), Some(TaskState::Queued));
@@ -1347,7 +1347,9 @@ fn observe(
                 );
                 *seen.freed.entry(o).or_default() += 1;
             }
-            Sent::RequestWorker(n) => panic!("seed {seed}: {n} has a worker per half CPU"),
+            Sent::RequestWorker(n, _) => {
+                panic!("seed {seed}: {n} has a worker per half CPU")
+            }
             Sent::CancelRunning(w, _, _) => {
                 assert!(busy.contains(&w), "seed {seed}: cancel sent to idle {w}");
             }
@@ -1403,5 +1405,5 @@ fn hard_affinity_asks_for_a_worker_on_its_own_node() {
     };
     on_submit(&mut core, &mut t, spec);
     schedule(&mut core, &mut t);
-    assert_eq!(t.take(), vec![Sent::RequestWorker(NodeId(2))]);
+    assert_eq!(t.take(), vec![Sent::RequestWorker(NodeId(2), JobId(0))]);
 }

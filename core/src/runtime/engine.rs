@@ -75,7 +75,7 @@ impl Transport for Effects {
     fn free_object(&mut self, object: ObjectId, _node: Option<NodeId>) {
         self.0.push(Effect::Free(object));
     }
-    fn request_worker(&mut self, _node: NodeId) {
+    fn request_worker(&mut self, _node: NodeId, _job: starling_proto::JobId) {
         self.0.push(Effect::SpawnWorker);
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, _force: bool) {
@@ -305,6 +305,7 @@ impl Engine {
             retry_exceptions: o.retry_exceptions,
             strategy: o.strategy,
             attempt: 0,
+            job: starling_proto::JobId(0),
         };
         self.post(Event::Submit(Arc::new(spec)));
         // The argument refs may drop now: the scheduler counts the task's use of them.
