@@ -7,8 +7,8 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-pub use crate::registry::Registration;
-pub use inventory;
+pub use crate::registry::{Registration, REMOTE_FUNCTIONS};
+pub use linkme;
 
 use crate::codec;
 use crate::error::{Error, RemoteError};

@@ -1,7 +1,8 @@
 //! The function registry: every `#[remote]` function of this binary, by its stable name.
 //!
-//! `#[remote]` submits a [`Registration`] with `inventory` at compile time; the first lookup
-//! collects them into a map. Names are `module::path::fn#hash-of-signature`, so a worker running
+//! `#[remote]` adds a [`Registration`] to the [`REMOTE_FUNCTIONS`] distributed slice (`linkme`):
+//! the linker gathers them into one section, so the registry is complete before any code runs,
+//! including the worker-mode hook that runs before `main`. The first lookup indexes them. Names are `module::path::fn#hash-of-signature`, so a worker running
 //! a different build of a changed function reports `FunctionNotFound` instead of decoding
 //! arguments of the wrong type.
 
@@ -25,7 +26,9 @@ impl Registration {
     }
 }
 
-inventory::collect!(Registration);
+/// Every `#[remote]` function linked into this binary.
+#[linkme::distributed_slice]
+pub static REMOTE_FUNCTIONS: [Registration];
 
 pub(crate) struct Entry {
     pub name: Arc<str>,
@@ -45,7 +48,7 @@ impl Registry {
         REGISTRY.get_or_init(|| {
             let mut by_name = HashMap::new();
             let mut duplicates = Vec::new();
-            for r in inventory::iter::<Registration> {
+            for r in REMOTE_FUNCTIONS.iter() {
                 match by_name.entry(r.name) {
                     std::collections::hash_map::Entry::Occupied(_) => duplicates.push(r.name),
                     std::collections::hash_map::Entry::Vacant(v) => {

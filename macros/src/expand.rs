@@ -11,7 +11,7 @@
 //!     fn __invoke(&[&[u8]]) -> Result<Vec<u8>, InvokeError>;   // what a worker runs
 //! }
 //! struct __starling_options_add(TaskOptions);   // num_cpus(..), .., remote(..)
-//! inventory::submit!(Registration::new(add::NAME, add::__invoke));
+//! #[distributed_slice(REMOTE_FUNCTIONS)] static _: Registration = Registration::new(add::NAME, add::__invoke);
 //! const _: fn() = || { assert_remote_value::<i64>(); .. };    // spanned at each type
 //! ```
 //!
@@ -204,9 +204,14 @@ fn expand(function: &ItemFn, f: &RemoteFn, options: &RemoteOptions) -> TokenStre
         }
 
         #(#cfgs)*
-        ::starling::__private::inventory::submit! {
-            ::starling::__private::Registration::new(#name::NAME, #name::__invoke)
-        }
+        const _: () = {
+            #[::starling::__private::linkme::distributed_slice(
+                ::starling::__private::REMOTE_FUNCTIONS
+            )]
+            #[linkme(crate = ::starling::__private::linkme)]
+            static REGISTRATION: ::starling::__private::Registration =
+                ::starling::__private::Registration::new(#name::NAME, #name::__invoke);
+        };
 
         #(#cfgs)*
         const _: fn() = || {

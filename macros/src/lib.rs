@@ -8,7 +8,7 @@
 //! - `NAME`, the stable registered name: `module_path!()::add#<FNV-1a hash of the signature>`;
 //! - `remote(..)` and `options()`, the typed stubs that encode arguments and call
 //!   `starling::__private::submit`;
-//! - `__invoke`, the `bytes -> bytes` invoker that workers look up by `NAME` through `inventory`.
+//! - `__invoke`, the `bytes -> bytes` invoker that workers look up by `NAME` in a `linkme` distributed slice.
 //!
 //! The macro only checks what it can see in tokens (no generics, no references, plain argument
 //! names, known options); whether a type is serializable is left to the compiler, through

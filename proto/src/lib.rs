@@ -30,3 +30,16 @@ pub mod pb {
 
 /// The protocol version spoken by this build; peers with another version are refused.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The content id of a binary: 128 bits of two independent 64-bit FNV-1a hashes, in hex.
+pub fn build_id_of(data: &[u8]) -> String {
+    let mut a: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut b: u64 = 0x6c62_272e_07bb_0142;
+    for &x in data {
+        a = (a ^ u64::from(x)).wrapping_mul(0x0000_0100_0000_01b3);
+        b = (b ^ u64::from(x))
+            .wrapping_mul(0x0000_0100_0000_01b3)
+            .rotate_left(7);
+    }
+    format!("{a:016x}{b:016x}")
+}

@@ -13,6 +13,7 @@
 
 mod core;
 mod hash;
+pub mod head;
 mod objects;
 mod placement;
 pub mod reactor;

@@ -290,6 +290,24 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
     }
 }
 
+/// `node` is gone (its agent disconnected or missed its heartbeats): it takes no more tasks, and
+/// its workers' running tasks are retried elsewhere or fail with `WorkerDied`.
+pub fn on_node_lost(core: &mut Core, t: &mut impl Transport, node: NodeId, why: &str) {
+    let Some(&i) = core.node_index.get(&node) else {
+        return;
+    };
+    core.nodes[i].alive = false;
+    let workers: Vec<WorkerId> = core
+        .workers
+        .iter()
+        .filter(|(_, w)| w.node == i)
+        .map(|(id, _)| *id)
+        .collect();
+    for w in workers {
+        on_worker_removed(core, t, w, why);
+    }
+}
+
 /// `worker`'s task blocked in `get`: its CPUs go back to the node so other tasks can run (and a
 /// graph of nested tasks cannot deadlock a node with one worker). GPUs and custom resources stay
 /// held, as in Ray.

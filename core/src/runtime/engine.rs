@@ -29,7 +29,7 @@ use starling_proto::{
 use starling_scheduler::{reactor, Core, TaskOutcome, Transport};
 use starling_worker::store::{Blob, Lookup, ObjectStore};
 
-use super::exec;
+use super::{exec, wait};
 use super::{Config, NodeInfo};
 use crate::__private::ArgsBuilder;
 use crate::error::{Error, Result};
@@ -341,56 +341,7 @@ impl Engine {
     /// Blocks until `id` settles or `deadline` passes. An executor thread lends its CPUs back
     /// while it waits.
     pub fn wait_object(&self, id: ObjectId, deadline: Option<Instant>) -> Result<Blob> {
-        let start = Instant::now();
-        let settled = |l: Lookup| match l {
-            Lookup::Ready(b) => Some(Ok(b)),
-            Lookup::Failed(f) => Some(Err(Error::from(&*f))),
-            Lookup::Pending => None,
-        };
-        if let Some(r) = settled(self.store.lookup(id, None)) {
-            return r;
-        }
-        let mut seen = u64::MAX;
-        let settled_now = || {
-            let epoch = self.store.epoch();
-            let changed = epoch != seen;
-            seen = epoch;
-            changed && self.store.is_settled(id)
-        };
-        if exec::spin_until(exec::WAIT_SPIN, settled_now) {
-            if let Some(r) = settled(self.store.lookup(id, None)) {
-                return r;
-            }
-        }
-        let worker = exec::current_worker(self);
-        if let Some(w) = worker {
-            self.post(Event::Blocked(w));
-        }
-        let waker = exec::thread_waker();
-        let result = loop {
-            if let Some(r) = settled(self.store.lookup(id, Some(&waker))) {
-                break r;
-            }
-            if self.shut_down.load(Ordering::SeqCst) {
-                break Err(Error::ShutDown);
-            }
-            match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        break Err(Error::Timeout {
-                            waited: now - start,
-                        });
-                    }
-                    std::thread::park_timeout(d - now);
-                }
-                None => std::thread::park_timeout(Duration::from_millis(200)),
-            }
-        };
-        if let Some(w) = worker {
-            self.post(Event::Unblocked(w));
-        }
-        result
+        wait::wait_one(&self.store, id, deadline, &Hooks::new(self))
     }
 
     /// Waits until `num_returns` of `ids` settled or `timeout` passes; returns which settled.
@@ -400,42 +351,7 @@ impl Engine {
         num_returns: usize,
         timeout: Option<Duration>,
     ) -> Vec<bool> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let waker = exec::thread_waker();
-        let worker = exec::current_worker(self);
-        let mut blocked = false;
-        let mut done = vec![false; ids.len()];
-        loop {
-            let mut n = 0;
-            for (i, id) in ids.iter().enumerate() {
-                if !done[i] {
-                    done[i] = !matches!(self.store.lookup(*id, Some(&waker)), Lookup::Pending);
-                }
-                n += usize::from(done[i]);
-            }
-            if n >= num_returns.min(ids.len()) || self.shut_down.load(Ordering::SeqCst) {
-                break;
-            }
-            let park = match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        break;
-                    }
-                    d - now
-                }
-                None => Duration::from_millis(200),
-            };
-            if let (Some(w), false) = (worker, blocked) {
-                self.post(Event::Blocked(w));
-                blocked = true;
-            }
-            std::thread::park_timeout(park);
-        }
-        if let (Some(w), true) = (worker, blocked) {
-            self.post(Event::Unblocked(w));
-        }
-        done
+        wait::wait_many(&self.store, ids, num_returns, timeout, &Hooks::new(self))
     }
 
     pub fn cancel(&self, id: ObjectId, force: bool) -> Result<()> {
@@ -501,6 +417,40 @@ impl Engine {
 
     pub(crate) fn registry(&self) -> &'static Registry {
         self.registry
+    }
+}
+
+/// The engine's part in a wait: executors report themselves blocked; shutdown ends waits.
+struct Hooks<'a> {
+    engine: &'a Engine,
+    worker: Option<WorkerId>,
+}
+
+impl<'a> Hooks<'a> {
+    fn new(engine: &'a Engine) -> Self {
+        Hooks {
+            engine,
+            worker: exec::current_worker(engine),
+        }
+    }
+}
+
+impl wait::WaitHooks for Hooks<'_> {
+    fn blocked(&self, blocked: bool) {
+        if let Some(w) = self.worker {
+            self.engine.post(if blocked {
+                Event::Blocked(w)
+            } else {
+                Event::Unblocked(w)
+            });
+        }
+    }
+
+    fn closed(&self) -> Option<Error> {
+        self.engine
+            .shut_down
+            .load(Ordering::SeqCst)
+            .then_some(Error::ShutDown)
     }
 }
 

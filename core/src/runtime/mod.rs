@@ -7,6 +7,7 @@
 
 mod engine;
 pub(crate) mod exec;
+mod wait;
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -1,0 +1,124 @@
+//! Waiting for objects in a store, shared by every runtime backend.
+//!
+//! A wait first spins briefly (short tasks finish within microseconds), then registers a waker
+//! and parks. A thread that executes a task reports itself blocked before parking, so its
+//! runtime can lend its CPUs to other tasks, and unblocked afterwards.
+
+use std::time::{Duration, Instant};
+
+use starling_proto::ObjectId;
+use starling_worker::store::{Blob, Lookup, ObjectStore};
+
+use super::exec;
+use crate::error::{Error, Result};
+
+/// What a backend contributes to a wait.
+pub(crate) trait WaitHooks {
+    /// Called once per wait before it parks: `true` when the wait starts blocking, `false` when
+    /// it ends (only if it was called with `true`).
+    fn blocked(&self, blocked: bool);
+    /// An error that ends every wait (shut down, connection lost), if any.
+    fn closed(&self) -> Option<Error>;
+}
+
+fn settled(l: Lookup) -> Option<Result<Blob>> {
+    match l {
+        Lookup::Ready(b) => Some(Ok(b)),
+        Lookup::Failed(f) => Some(Err(Error::from(&*f))),
+        Lookup::Pending => None,
+    }
+}
+
+/// Blocks until `id` settles in `store`, `deadline` passes, or the backend closes.
+pub(crate) fn wait_one(
+    store: &ObjectStore,
+    id: ObjectId,
+    deadline: Option<Instant>,
+    hooks: &impl WaitHooks,
+) -> Result<Blob> {
+    let start = Instant::now();
+    if let Some(r) = settled(store.lookup(id, None)) {
+        return r;
+    }
+    let mut seen = u64::MAX;
+    let settled_now = || {
+        let epoch = store.epoch();
+        let changed = epoch != seen;
+        seen = epoch;
+        changed && store.is_settled(id)
+    };
+    if exec::spin_until(exec::WAIT_SPIN, settled_now) {
+        if let Some(r) = settled(store.lookup(id, None)) {
+            return r;
+        }
+    }
+    hooks.blocked(true);
+    let waker = exec::thread_waker();
+    let result = loop {
+        if let Some(r) = settled(store.lookup(id, Some(&waker))) {
+            break r;
+        }
+        if let Some(e) = hooks.closed() {
+            break Err(e);
+        }
+        match deadline {
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    break Err(Error::Timeout {
+                        waited: now - start,
+                    });
+                }
+                std::thread::park_timeout(d - now);
+            }
+            None => std::thread::park_timeout(Duration::from_millis(200)),
+        }
+    };
+    hooks.blocked(false);
+    result
+}
+
+/// Waits until `num_returns` of `ids` settled or `timeout` passes; returns which settled.
+pub(crate) fn wait_many(
+    store: &ObjectStore,
+    ids: &[ObjectId],
+    num_returns: usize,
+    timeout: Option<Duration>,
+    hooks: &impl WaitHooks,
+) -> Vec<bool> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let waker = exec::thread_waker();
+    let mut blocked = false;
+    let mut done = vec![false; ids.len()];
+    loop {
+        let mut n = 0;
+        for (i, id) in ids.iter().enumerate() {
+            if !done[i] {
+                done[i] = !matches!(store.lookup(*id, Some(&waker)), Lookup::Pending);
+            }
+            n += usize::from(done[i]);
+        }
+        if n >= num_returns.min(ids.len()) || hooks.closed().is_some() {
+            break;
+        }
+        let park = match deadline {
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    break;
+                }
+                d - now
+            }
+            None => Duration::from_millis(200),
+        };
+        if !blocked {
+            hooks.blocked(true);
+            blocked = true;
+        }
+        std::thread::park_timeout(park);
+    }
+    if blocked {
+        hooks.blocked(false);
+    }
+    done
+}

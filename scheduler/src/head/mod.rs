@@ -1,0 +1,178 @@
+//! The head node: the scheduler behind gRPC.
+//!
+//! Drivers and worker processes each open one `Session` stream; node agents open one `Attach`
+//! stream. Every incoming batch is applied to the scheduler under one lock (the handlers of
+//! [`crate::reactor`]), followed by one scheduling pass; what the scheduler asked for is then
+//! sent as one outgoing batch per peer. The service methods only translate and forward: all
+//! decisions are the reactor's.
+//!
+//! Small values (task results under [`INLINE_LIMIT`], driver `put`s) live in the head's memory
+//! and travel inline; large task results stay in the store of the node that made them, and the
+//! head hands out their location.
+
+// `tonic::Status` is the error type of every service method; boxing it would only move the
+// allocation into each call site.
+#![allow(clippy::result_large_err)]
+
+mod service;
+mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use starling_proto::pb;
+
+pub use service::HeadService;
+
+/// Values up to this size travel inline in messages; larger task results stay on their node.
+pub const INLINE_LIMIT: usize = 100 * 1024;
+
+/// Largest gRPC message accepted or sent (a larger one is refused with a clear status).
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// How to run a head.
+#[derive(Clone, Debug)]
+pub struct HeadConfig {
+    /// Where to listen (port 0: any free port).
+    pub bind: SocketAddr,
+    /// Where the head keeps uploaded binaries.
+    pub data_dir: PathBuf,
+    /// A node whose agent is silent this long is declared dead.
+    pub heartbeat_timeout: Duration,
+}
+
+impl HeadConfig {
+    /// Listens on `bind`, keeps data under `data_dir`, 5 s heartbeat timeout.
+    pub fn new(bind: SocketAddr, data_dir: PathBuf) -> Self {
+        HeadConfig {
+            bind,
+            data_dir,
+            heartbeat_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why a head could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The data directory could not be created.
+    #[error("cannot use data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A running head. Dropping it stops the server.
+pub struct HeadHandle {
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    join: Option<JoinHandle<()>>,
+    service: HeadService,
+}
+
+impl std::fmt::Debug for HeadHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HeadHandle({})", self.addr)
+    }
+}
+
+impl HeadHandle {
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The service, for in-process inspection (status).
+    pub fn service(&self) -> &HeadService {
+        &self.service
+    }
+
+    /// Stops accepting and closes every stream.
+    pub async fn shutdown(mut self) {
+        self.stop();
+        if let Some(j) = self.join.take() {
+            let _ = j.await;
+        }
+    }
+
+    /// Runs until the server stops.
+    pub async fn wait(&mut self) {
+        if let Some(j) = self.join.take() {
+            let _ = j.await;
+        }
+    }
+
+    fn stop(&mut self) {
+        self.service.close();
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+impl Drop for HeadHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts a head on the current tokio runtime and returns once it listens.
+pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
+    let bin_dir = config.data_dir.join("binaries");
+    std::fs::create_dir_all(&bin_dir).map_err(|source| HeadError::DataDir {
+        path: bin_dir.clone(),
+        source,
+    })?;
+    let listener = TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| HeadError::Bind {
+            addr: config.bind,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| HeadError::Bind {
+        addr: config.bind,
+        source,
+    })?;
+    let service = HeadService::new(Arc::new(state::Head::new(
+        bin_dir,
+        config.heartbeat_timeout,
+    )));
+    service.spawn_heartbeat_monitor();
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = pb::head_server::HeadServer::new(service.clone())
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let join = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .add_service(server)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    Ok(HeadHandle {
+        addr,
+        shutdown: Some(tx),
+        join: Some(join),
+        service,
+    })
+}

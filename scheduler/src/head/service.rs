@@ -1,0 +1,288 @@
+//! The head's gRPC service: translate messages, forward to [`super::state::Head`], stream replies.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use starling_proto::pb::{self, client_op, node_op};
+use starling_proto::{NodeId, ObjectId};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::state::Head;
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+const CHUNK: usize = 1 << 20;
+
+/// The `Head` gRPC service. Cheap to clone.
+#[derive(Clone)]
+pub struct HeadService {
+    head: Arc<Head>,
+}
+
+impl std::fmt::Debug for HeadService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeadService")
+    }
+}
+
+impl HeadService {
+    pub(crate) fn new(head: Arc<Head>) -> Self {
+        HeadService { head }
+    }
+
+    /// Cluster status, as `starling status` shows it.
+    pub fn status_now(&self) -> pb::StatusReply {
+        self.head.status()
+    }
+
+    pub(crate) fn close(&self) {
+        self.head.close_all();
+    }
+
+    /// Declares nodes dead once they miss heartbeats for the configured timeout.
+    pub(crate) fn spawn_heartbeat_monitor(&self) {
+        let head = Arc::downgrade(&self.head);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let Some(head) = head.upgrade() else { return };
+                for node in head.silent_nodes() {
+                    let why = format!(
+                        "node {node} missed heartbeats for {:?}",
+                        head.heartbeat_timeout
+                    );
+                    head.close_node(node, &why);
+                }
+            }
+        });
+    }
+}
+
+fn stream_file(path: std::path::PathBuf) -> BoxStream<pb::Chunk> {
+    let (tx, rx) = mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut file = match tokio::fs::File::open(&path).await {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = tx
+                    .send(Err(Status::not_found(format!("{}: {e}", path.display()))))
+                    .await;
+                return;
+            }
+        };
+        let total = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+        let mut first = true;
+        loop {
+            let mut buf = vec![0u8; CHUNK];
+            match file.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => {
+                    buf.truncate(n);
+                    let chunk = pb::Chunk {
+                        data: buf,
+                        total: if first { total } else { 0 },
+                    };
+                    first = false;
+                    if tx.send(Ok(chunk)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(Status::internal(e.to_string()))).await;
+                    return;
+                }
+            }
+        }
+        if first {
+            let _ = tx
+                .send(Ok(pb::Chunk {
+                    data: Vec::new(),
+                    total: 0,
+                }))
+                .await;
+        }
+    });
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+fn valid_build(build: &str) -> Result<(), Status> {
+    if build.is_empty() || build.len() > 64 || !build.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Status::invalid_argument(format!(
+            "`{build}` is not a build id"
+        )));
+    }
+    Ok(())
+}
+
+#[tonic::async_trait]
+impl pb::head_server::Head for HeadService {
+    type SessionStream = BoxStream<pb::HeadBatch>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<pb::ClientBatch>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let mut incoming = request.into_inner();
+        let first = incoming
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("session closed before hello"))?;
+        let mut ops = first.ops.into_iter();
+        let hello = match ops.next().and_then(|op| op.kind) {
+            Some(client_op::Kind::Hello(h)) => h,
+            _ => return Err(Status::invalid_argument("a session must start with hello")),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let info = self.head.open_session(&hello, tx.clone())?;
+        let _ = tx.send(Ok(pb::HeadBatch {
+            ops: vec![pb::HeadOp {
+                kind: Some(pb::head_op::Kind::Welcome(info.welcome)),
+            }],
+        }));
+        let client = info.client;
+        let rest: Vec<pb::ClientOp> = ops.collect();
+        if !rest.is_empty() {
+            if let Err(e) = self.head.client_batch(client, rest) {
+                self.head.close_session(client, "malformed first batch");
+                return Err(e);
+            }
+        }
+        let head = self.head.clone();
+        tokio::spawn(async move {
+            let why = loop {
+                match incoming.next().await {
+                    Some(Ok(batch)) => {
+                        if let Err(status) = head.client_batch(client, batch.ops) {
+                            let _ = tx.send(Err(status.clone()));
+                            break format!("refused: {}", status.message());
+                        }
+                    }
+                    Some(Err(status)) => break format!("connection lost: {}", status.message()),
+                    None => break "connection closed".to_string(),
+                }
+            };
+            head.close_session(client, &why);
+        });
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+    }
+
+    type AttachStream = BoxStream<pb::HeadToNodeBatch>;
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<pb::NodeBatch>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let mut incoming = request.into_inner();
+        let first = incoming
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("node stream closed before hello"))?;
+        let hello = match first.ops.into_iter().next().and_then(|op| op.kind) {
+            Some(node_op::Kind::Hello(h)) => h,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "a node stream must start with hello",
+                ))
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let node: NodeId = self.head.open_node(&hello, tx)?;
+        let head = self.head.clone();
+        tokio::spawn(async move {
+            let why = loop {
+                match incoming.next().await {
+                    Some(Ok(batch)) => head.node_batch(node, batch.ops),
+                    Some(Err(status)) => break format!("node agent lost: {}", status.message()),
+                    None => break "node agent disconnected".to_string(),
+                }
+            };
+            head.close_node(node, &why);
+        });
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+    }
+
+    async fn put_binary(
+        &self,
+        request: Request<Streaming<pb::Chunk>>,
+    ) -> Result<Response<pb::BinaryRef>, Status> {
+        let mut incoming = request.into_inner();
+        let tmp = self.head.bin_dir.join(format!(
+            "upload-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let mut data = Vec::new();
+        while let Some(chunk) = incoming.message().await? {
+            data.extend_from_slice(&chunk.data);
+        }
+        let build = starling_proto::build_id_of(&data);
+        let path = self.head.bin_dir.join(&build);
+        if !path.exists() {
+            let io = |e: std::io::Error| Status::internal(format!("storing binary: {e}"));
+            tokio::fs::write(&tmp, &data).await.map_err(io)?;
+            tokio::fs::rename(&tmp, &path).await.map_err(io)?;
+        }
+        Ok(Response::new(pb::BinaryRef { build }))
+    }
+
+    type GetBinaryStream = BoxStream<pb::Chunk>;
+
+    async fn get_binary(
+        &self,
+        request: Request<pb::BinaryRef>,
+    ) -> Result<Response<Self::GetBinaryStream>, Status> {
+        let build = request.into_inner().build;
+        valid_build(&build)?;
+        let path = self.head.bin_dir.join(&build);
+        if !path.exists() {
+            return Err(Status::not_found(format!(
+                "build {build} was never uploaded"
+            )));
+        }
+        Ok(Response::new(stream_file(path)))
+    }
+
+    type FetchStream = BoxStream<pb::Chunk>;
+
+    async fn fetch(
+        &self,
+        request: Request<pb::FetchRequest>,
+    ) -> Result<Response<Self::FetchStream>, Status> {
+        let object = ObjectId(request.into_inner().object);
+        let value = self
+            .head
+            .head_value(object)
+            .ok_or_else(|| Status::not_found(format!("object {object} is not held by the head")))?;
+        let total = value.len() as u64;
+        let chunks: Vec<Result<pb::Chunk, Status>> = if value.is_empty() {
+            vec![Ok(pb::Chunk {
+                data: Vec::new(),
+                total: 0,
+            })]
+        } else {
+            value
+                .chunks(CHUNK)
+                .enumerate()
+                .map(|(i, c)| {
+                    Ok(pb::Chunk {
+                        data: c.to_vec(),
+                        total: if i == 0 { total } else { 0 },
+                    })
+                })
+                .collect()
+        };
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
+        Ok(Response::new(self.head.status()))
+    }
+}

@@ -1,0 +1,654 @@
+//! The head's state: the scheduler core plus who is connected, and the transport that turns the
+//! scheduler's requests into outgoing batches.
+//!
+//! # Invariants
+//! - Every handle a client holds is counted in its `handles`, so when the client disconnects
+//!   exactly its handles are released.
+//! - A value is in `values` (inline, at the head) or `locations` (on a node) only while the
+//!   scheduler's directory has the object; `free_object` removes both.
+//! - Outgoing ops are queued per peer while the lock is held and sent after one batch of incoming
+//!   ops, so peers receive batches, never single messages.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use starling_proto::pb::{self, client_op, head_op, head_to_node_op, object_value, task_done};
+use starling_proto::{
+    FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, TaskArg, TaskFailure, TaskId,
+    TaskSpec, WorkerId,
+};
+use tokio::sync::mpsc::UnboundedSender;
+use tonic::Status;
+
+use crate::reactor;
+use crate::{Core, TaskOutcome, Transport};
+
+/// Objects `put` by drivers live at the head, which is not a scheduler node.
+pub(crate) const HEAD_NODE: NodeId = NodeId(0);
+
+pub(crate) type ClientTx = UnboundedSender<Result<pb::HeadBatch, Status>>;
+pub(crate) type NodeTx = UnboundedSender<Result<pb::HeadToNodeBatch, Status>>;
+
+pub(crate) struct ClientConn {
+    tx: ClientTx,
+    out: Vec<pb::HeadOp>,
+    pub job: JobId,
+    pub worker: Option<WorkerId>,
+    pub node: NodeId,
+    handles: HashMap<ObjectId, u32>,
+}
+
+pub(crate) struct NodeConn {
+    tx: NodeTx,
+    out: Vec<pb::HeadToNodeOp>,
+    pub address: String,
+    pub store_dir: String,
+    pub pool: String,
+    pub last_seen: Instant,
+    pub usage: pb::StoreUsage,
+}
+
+pub(crate) struct JobInfo {
+    pub build: String,
+}
+
+/// Everything the scheduler's requests touch outside the scheduler.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    pub clients: HashMap<u64, ClientConn>,
+    pub worker_client: HashMap<WorkerId, u64>,
+    pub nodes: HashMap<NodeId, NodeConn>,
+    pub jobs: HashMap<JobId, JobInfo>,
+    /// Small values and driver puts, held at the head.
+    pub values: HashMap<ObjectId, Vec<u8>>,
+    /// Large task results: the node that stores each, and its size.
+    pub locations: HashMap<ObjectId, (NodeId, u64)>,
+    pub failures: HashMap<ObjectId, Arc<TaskFailure>>,
+    pub subscribers: HashMap<ObjectId, Vec<u64>>,
+    dirty_clients: Vec<u64>,
+    dirty_nodes: Vec<NodeId>,
+}
+
+impl Outbox {
+    fn queue_client(&mut self, client: u64, op: head_op::Kind) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            if c.out.is_empty() {
+                self.dirty_clients.push(client);
+            }
+            c.out.push(pb::HeadOp { kind: Some(op) });
+        }
+    }
+
+    fn queue_node(&mut self, node: NodeId, op: head_to_node_op::Kind) {
+        if let Some(n) = self.nodes.get_mut(&node) {
+            if n.out.is_empty() {
+                self.dirty_nodes.push(node);
+            }
+            n.out.push(pb::HeadToNodeOp { kind: Some(op) });
+        }
+    }
+
+    fn location(&self, object: ObjectId) -> Option<pb::ObjectLocation> {
+        let (node, size) = *self.locations.get(&object)?;
+        let n = self.nodes.get(&node)?;
+        Some(pb::ObjectLocation {
+            node: node.0,
+            address: n.address.clone(),
+            path: format!("{}/{}", n.store_dir, object.0),
+            size,
+        })
+    }
+
+    /// The settled value of `object` as a message, if it has settled.
+    fn value_of(&self, object: ObjectId) -> Option<pb::ObjectValue> {
+        let kind = if let Some(v) = self.values.get(&object) {
+            object_value::Kind::Inline(v.clone())
+        } else if let Some(f) = self.failures.get(&object) {
+            object_value::Kind::Failure((&**f).into())
+        } else {
+            object_value::Kind::Location(self.location(object)?)
+        };
+        Some(pb::ObjectValue {
+            object: object.0,
+            kind: Some(kind),
+        })
+    }
+
+    fn notify(&mut self, object: ObjectId) {
+        let Some(subs) = self.subscribers.remove(&object) else {
+            return;
+        };
+        if let Some(v) = self.value_of(object) {
+            for c in subs {
+                self.queue_client(c, head_op::Kind::Value(v.clone()));
+            }
+        }
+    }
+
+    /// Sends every queued batch.
+    pub fn flush(&mut self) {
+        for id in std::mem::take(&mut self.dirty_clients) {
+            if let Some(c) = self.clients.get_mut(&id) {
+                let ops = std::mem::take(&mut c.out);
+                if !ops.is_empty() {
+                    let _ = c.tx.send(Ok(pb::HeadBatch { ops }));
+                }
+            }
+        }
+        for id in std::mem::take(&mut self.dirty_nodes) {
+            if let Some(n) = self.nodes.get_mut(&id) {
+                let ops = std::mem::take(&mut n.out);
+                if !ops.is_empty() {
+                    let _ = n.tx.send(Ok(pb::HeadToNodeBatch { ops }));
+                }
+            }
+        }
+    }
+}
+
+impl Transport for Outbox {
+    fn dispatch(&mut self, _node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
+        let Some(&client) = self.worker_client.get(&worker) else {
+            return;
+        };
+        let args = task
+            .args
+            .iter()
+            .map(|a| pb::ResolvedArg {
+                kind: Some(match a {
+                    TaskArg::Inline(b) => pb::resolved_arg::Kind::Inline(b.clone()),
+                    TaskArg::Object(o) => match self.values.get(o) {
+                        Some(v) => pb::resolved_arg::Kind::Inline(v.clone()),
+                        None => match self.location(*o) {
+                            Some(l) => pb::resolved_arg::Kind::Location(l),
+                            // The scheduler dispatches only tasks whose arguments are ready, so
+                            // a missing value means its node vanished: the worker reports it.
+                            None => pb::resolved_arg::Kind::Location(pb::ObjectLocation {
+                                node: 0,
+                                address: String::new(),
+                                path: String::new(),
+                                size: o.0,
+                            }),
+                        },
+                    },
+                }),
+            })
+            .collect();
+        let run = pb::RunTask {
+            spec: Some((&**task).into()),
+            args,
+        };
+        self.queue_client(client, head_op::Kind::Run(run));
+    }
+
+    fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
+        self.failures.insert(object, failure.clone());
+        self.notify(object);
+    }
+
+    fn object_ready(&mut self, object: ObjectId, _node: NodeId) {
+        self.notify(object);
+    }
+
+    fn free_object(&mut self, object: ObjectId, node: Option<NodeId>) {
+        self.values.remove(&object);
+        self.failures.remove(&object);
+        self.subscribers.remove(&object);
+        if let Some((at, _)) = self.locations.remove(&object) {
+            let _ = node;
+            self.queue_node(at, head_to_node_op::Kind::FreeObject(object.0));
+        }
+    }
+
+    fn request_worker(&mut self, node: NodeId, job: JobId) {
+        let Some(build) = self.jobs.get(&job).map(|j| j.build.clone()) else {
+            return;
+        };
+        let start = pb::StartWorkers {
+            job: job.0,
+            build,
+            count: 1,
+        };
+        self.queue_node(node, head_to_node_op::Kind::StartWorkers(start));
+    }
+
+    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, _force: bool) {
+        if let Some(&client) = self.worker_client.get(&worker) {
+            self.queue_client(client, head_op::Kind::Cancel(task.0));
+        }
+    }
+}
+
+pub(crate) struct State {
+    pub core: Core,
+    pub out: Outbox,
+    next_client: u64,
+    next_worker: u64,
+    next_node: u64,
+    next_job: u64,
+}
+
+/// The head's shared state.
+pub(crate) struct Head {
+    pub state: Mutex<State>,
+    pub bin_dir: PathBuf,
+    pub heartbeat_timeout: Duration,
+}
+
+/// What a session's first message established.
+pub(crate) struct SessionInfo {
+    pub client: u64,
+    pub welcome: pb::Welcome,
+}
+
+impl Head {
+    pub fn new(bin_dir: PathBuf, heartbeat_timeout: Duration) -> Self {
+        Head {
+            state: Mutex::new(State {
+                core: Core::new(),
+                out: Outbox::default(),
+                next_client: 1,
+                next_worker: 1,
+                next_node: 1,
+                next_job: 1,
+            }),
+            bin_dir,
+            heartbeat_timeout,
+        }
+    }
+
+    /// Registers a driver or worker process from its `Hello`.
+    pub fn open_session(&self, hello: &pb::Hello, tx: ClientTx) -> Result<SessionInfo, Status> {
+        check_version(hello.version)?;
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        let client = st.next_client;
+        st.next_client += 1;
+        let mut welcome = pb::Welcome {
+            client,
+            job: 0,
+            id_base: client << 40,
+            worker: 0,
+        };
+        let conn = |job, worker, node| ClientConn {
+            tx,
+            out: Vec::new(),
+            job,
+            worker,
+            node,
+            handles: HashMap::new(),
+        };
+        if hello.is_worker {
+            let node = NodeId(hello.node);
+            let job = JobId(hello.job);
+            if !st.out.nodes.contains_key(&node) {
+                return Err(Status::failed_precondition(format!(
+                    "worker process {} names node {node}, which is not registered",
+                    hello.pid
+                )));
+            }
+            let worker = WorkerId(st.next_worker);
+            st.next_worker += 1;
+            st.out.clients.insert(client, conn(job, Some(worker), node));
+            st.out.worker_client.insert(worker, client);
+            reactor::on_job_worker_added(&mut st.core, node, job, worker);
+            welcome.job = job.0;
+            welcome.worker = worker.0;
+        } else {
+            let job = JobId(st.next_job);
+            st.next_job += 1;
+            st.out.jobs.insert(
+                job,
+                JobInfo {
+                    build: hello.build.clone(),
+                },
+            );
+            st.out.clients.insert(client, conn(job, None, HEAD_NODE));
+            welcome.job = job.0;
+            // Start one worker per CPU of every node for the new job, so its first tasks do not
+            // wait for process start-up one by one.
+            let starts: Vec<(NodeId, u32)> = st
+                .core
+                .nodes()
+                .iter()
+                .filter(|n| n.alive)
+                .map(|n| (n.id, (n.total.get("CPU").ceil() as u32).max(1)))
+                .collect();
+            for (node, count) in starts {
+                let start = pb::StartWorkers {
+                    job: job.0,
+                    build: hello.build.clone(),
+                    count,
+                };
+                st.out
+                    .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
+            }
+        }
+        reactor::schedule(&mut st.core, &mut st.out);
+        st.out.flush();
+        Ok(SessionInfo { client, welcome })
+    }
+
+    /// Applies one batch from a client.
+    pub fn client_batch(&self, client: u64, ops: Vec<pb::ClientOp>) -> Result<(), Status> {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        let mut result = Ok(());
+        for op in ops {
+            if let Err(e) = apply_client_op(st, client, op) {
+                result = Err(e);
+                break;
+            }
+        }
+        reactor::schedule(&mut st.core, &mut st.out);
+        st.out.flush();
+        result
+    }
+
+    /// A client's stream ended: release what it held; a worker's running task is lost.
+    pub fn close_session(&self, client: u64, why: &str) {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        let Some(conn) = st.out.clients.remove(&client) else {
+            return;
+        };
+        if let Some(w) = conn.worker {
+            st.out.worker_client.remove(&w);
+            reactor::on_worker_removed(&mut st.core, &mut st.out, w, why);
+        } else {
+            st.out.jobs.remove(&conn.job);
+            let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
+            for n in nodes {
+                st.out
+                    .queue_node(n, head_to_node_op::Kind::StopJob(conn.job.0));
+            }
+        }
+        for (object, n) in conn.handles {
+            for _ in 0..n {
+                reactor::on_release(&mut st.core, &mut st.out, object);
+            }
+        }
+        reactor::schedule(&mut st.core, &mut st.out);
+        st.out.flush();
+    }
+
+    /// Registers a node agent from its `NodeHello`.
+    pub fn open_node(&self, hello: &pb::NodeHello, tx: NodeTx) -> Result<NodeId, Status> {
+        check_version(hello.version)?;
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        let node = match hello.previous_id {
+            p if p != 0 && !st.out.nodes.contains_key(&NodeId(p)) => NodeId(p),
+            _ => {
+                let n = NodeId(st.next_node);
+                st.next_node += 1;
+                n
+            }
+        };
+        let resources: ResourceSet = hello.resources.clone().map(Into::into).unwrap_or_default();
+        st.out.nodes.insert(
+            node,
+            NodeConn {
+                tx,
+                out: Vec::new(),
+                address: hello.object_address.clone(),
+                store_dir: hello.store_dir.clone(),
+                pool: hello.pool.clone(),
+                last_seen: Instant::now(),
+                usage: pb::StoreUsage::default(),
+            },
+        );
+        reactor::on_node_added(&mut st.core, node, resources.clone());
+        st.out.queue_node(node, head_to_node_op::Kind::NodeId(node.0));
+        // Running jobs get workers on the new node too.
+        let cpus = (resources.get("CPU").ceil() as u32).max(1);
+        let jobs: Vec<(JobId, String)> = st
+            .out
+            .jobs
+            .iter()
+            .map(|(j, info)| (*j, info.build.clone()))
+            .collect();
+        for (job, build) in jobs {
+            let start = pb::StartWorkers {
+                job: job.0,
+                build,
+                count: cpus,
+            };
+            st.out
+                .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
+        }
+        reactor::schedule(&mut st.core, &mut st.out);
+        st.out.flush();
+        Ok(node)
+    }
+
+    pub fn node_batch(&self, node: NodeId, ops: Vec<pb::NodeOp>) {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        for op in ops {
+            let Some(conn) = st.out.nodes.get_mut(&node) else {
+                return;
+            };
+            conn.last_seen = Instant::now();
+            match op.kind {
+                Some(pb::node_op::Kind::Usage(u)) => conn.usage = u,
+                Some(pb::node_op::Kind::Heartbeat(_)) | Some(pb::node_op::Kind::Hello(_)) => {}
+                Some(pb::node_op::Kind::WorkerExit(_)) | None => {}
+            }
+        }
+    }
+
+    pub fn close_node(&self, node: NodeId, why: &str) {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        if st.out.nodes.remove(&node).is_none() {
+            return;
+        }
+        reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
+        reactor::schedule(&mut st.core, &mut st.out);
+        st.out.flush();
+    }
+
+    /// Nodes silent for longer than the heartbeat timeout.
+    pub fn silent_nodes(&self) -> Vec<NodeId> {
+        let g = self.state.lock();
+        g.out
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.last_seen.elapsed() > self.heartbeat_timeout)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    pub fn head_value(&self, object: ObjectId) -> Option<Vec<u8>> {
+        self.state.lock().out.values.get(&object).cloned()
+    }
+
+    pub fn status(&self) -> pb::StatusReply {
+        let g = self.state.lock();
+        let stats = g.core.stats();
+        let nodes = g
+            .core
+            .nodes()
+            .into_iter()
+            .map(|n| {
+                let conn = g.out.nodes.get(&n.id);
+                pb::NodeStatus {
+                    id: n.id.0,
+                    address: conn.map(|c| c.address.clone()).unwrap_or_default(),
+                    total: Some((&n.total).into()),
+                    available: Some((&n.available).into()),
+                    alive: n.alive,
+                    workers: n.workers as u32,
+                    store: conn.map(|c| c.usage),
+                    pool: conn.map(|c| c.pool.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        pb::StatusReply {
+            nodes,
+            submitted: stats.submitted,
+            queued: g.core.queued_tasks() as u64,
+            running: g.core.running_tasks() as u64,
+            succeeded: stats.succeeded,
+            failed: stats.failed,
+            objects: g.core.object_count() as u64,
+            head_store_bytes: g.out.values.values().map(|v| v.len() as u64).sum(),
+        }
+    }
+
+    /// Closes every stream (shutdown).
+    pub fn close_all(&self) {
+        let mut g = self.state.lock();
+        g.out.clients.clear();
+        g.out.nodes.clear();
+    }
+}
+
+fn check_version(version: u32) -> Result<(), Status> {
+    if version != starling_proto::PROTOCOL_VERSION {
+        return Err(Status::failed_precondition(format!(
+            "protocol version {version} is not supported: this head speaks version {}; use \
+             matching Starling builds",
+            starling_proto::PROTOCOL_VERSION
+        )));
+    }
+    Ok(())
+}
+
+fn bad(what: &str) -> Status {
+    Status::invalid_argument(format!("malformed message: {what}"))
+}
+
+fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), Status> {
+    let Some(kind) = op.kind else {
+        return Err(bad("empty operation"));
+    };
+    let conn = st
+        .out
+        .clients
+        .get_mut(&client)
+        .ok_or_else(|| bad("unknown session"))?;
+    let (job, worker, node) = (conn.job, conn.worker, conn.node);
+    match kind {
+        client_op::Kind::Hello(_) => return Err(bad("a session says hello once")),
+        client_op::Kind::Submit(spec) => {
+            let mut spec: TaskSpec = spec
+                .try_into()
+                .map_err(|e: starling_proto::wire::DecodeError| bad(&e.0))?;
+            spec.job = job;
+            if st.core.object_state(spec.return_object()).is_some()
+                || st.core.task_state(spec.id).is_some()
+            {
+                return Err(bad(&format!("task id {} is already in use", spec.id)));
+            }
+            *conn.handles.entry(spec.return_object()).or_default() += 1;
+            reactor::on_submit(&mut st.core, &mut st.out, spec);
+        }
+        client_op::Kind::Put(v) => {
+            let object = ObjectId(v.object);
+            let Some(object_value::Kind::Inline(bytes)) = v.kind else {
+                return Err(bad("put without an inline value"));
+            };
+            if st.core.object_state(object).is_some() {
+                return Err(bad(&format!("object id {object} is already in use")));
+            }
+            *conn.handles.entry(object).or_default() += 1;
+            let size = bytes.len() as u64;
+            st.out.values.insert(object, bytes);
+            reactor::on_put(&mut st.core, object, HEAD_NODE, size);
+        }
+        client_op::Kind::PutStored(v) => {
+            let object = ObjectId(v.object);
+            let Some(object_value::Kind::Location(l)) = v.kind else {
+                return Err(bad("stored put without a location"));
+            };
+            if st.core.object_state(object).is_some() {
+                return Err(bad(&format!("object id {object} is already in use")));
+            }
+            *conn.handles.entry(object).or_default() += 1;
+            let at = if l.node == 0 { node } else { NodeId(l.node) };
+            st.out.locations.insert(object, (at, l.size));
+            reactor::on_put(&mut st.core, object, at, l.size);
+        }
+        client_op::Kind::Release(o) => {
+            let object = ObjectId(o);
+            if let Some(n) = conn.handles.get_mut(&object) {
+                *n -= 1;
+                if *n == 0 {
+                    conn.handles.remove(&object);
+                }
+                reactor::on_release(&mut st.core, &mut st.out, object);
+            }
+        }
+        client_op::Kind::Subscribe(o) => {
+            let object = ObjectId(o);
+            match st.out.value_of(object) {
+                Some(v) => st.out.queue_client(client, head_op::Kind::Value(v)),
+                None if st.core.object_state(object).is_some() => {
+                    st.out.subscribers.entry(object).or_default().push(client)
+                }
+                None => {
+                    let failure = TaskFailure {
+                        task: object.task(),
+                        attempt: 0,
+                        kind: FailureKind::ObjectLost(object),
+                    };
+                    let v = pb::ObjectValue {
+                        object: o,
+                        kind: Some(object_value::Kind::Failure((&failure).into())),
+                    };
+                    st.out.queue_client(client, head_op::Kind::Value(v));
+                }
+            }
+        }
+        client_op::Kind::Cancel(t) => {
+            reactor::on_cancel(&mut st.core, &mut st.out, TaskId(t), false);
+        }
+        client_op::Kind::CancelForce(t) => {
+            reactor::on_cancel(&mut st.core, &mut st.out, TaskId(t), true);
+        }
+        client_op::Kind::Blocked(_) => {
+            if let Some(w) = worker {
+                reactor::on_worker_blocked(&mut st.core, w);
+            }
+        }
+        client_op::Kind::Unblocked(_) => {
+            if let Some(w) = worker {
+                reactor::on_worker_unblocked(&mut st.core, w);
+            }
+        }
+        client_op::Kind::Done(done) => {
+            let Some(w) = worker else {
+                return Err(bad("only worker processes finish tasks"));
+            };
+            let task = TaskId(done.task);
+            let object = ObjectId::from(task);
+            // Keep the value only if the task is still live (not cancelled meanwhile).
+            let live = st.core.task_state(task).is_some();
+            let outcome = match done.kind.ok_or_else(|| bad("task result without a kind"))? {
+                task_done::Kind::Inline(bytes) => {
+                    let size = bytes.len() as u64;
+                    if live {
+                        st.out.values.insert(object, bytes);
+                    }
+                    TaskOutcome::Stored { size }
+                }
+                task_done::Kind::Stored(size) => {
+                    if live {
+                        st.out.locations.insert(object, (node, size));
+                    }
+                    TaskOutcome::Stored { size }
+                }
+                task_done::Kind::Failed(e) => TaskOutcome::Failed(RemoteError::from(e)),
+                task_done::Kind::BadArgument(e) => TaskOutcome::BadArgument(RemoteError::from(e)),
+                task_done::Kind::FunctionNotFound(build) => TaskOutcome::FunctionNotFound { build },
+            };
+            reactor::on_task_finished(&mut st.core, &mut st.out, w, outcome);
+        }
+    }
+    Ok(())
+}
