@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use serde_json::{json, Value};
-use starling::{Bytes, Runtime};
+use starling::{Bytes, Config};
 
 const N_NOOP_ASYNC: usize = 10_000;
 const N_NOOP_SYNC: usize = 1_000;
@@ -65,6 +65,13 @@ struct Args {
     /// Round trips in noop_task_sync_latency (more for profiling).
     #[arg(long, default_value_t = N_NOOP_SYNC)]
     n_sync: usize,
+    /// Where to run: `inproc` (in-process runtime), `local` (a local cluster with `--threads`
+    /// worker processes), or `cluster` (the head at `--head`).
+    #[arg(long, default_value = "inproc")]
+    engine: String,
+    /// The head of a running cluster, for `--engine cluster`.
+    #[arg(long)]
+    head: Option<String>,
     /// Run number, copied into every line.
     #[arg(long, default_value_t = 0)]
     run: u32,
@@ -122,13 +129,28 @@ fn rss_mib() -> f64 {
 fn main() -> Result<()> {
     let args = Args::parse();
     let only = |c: char| args.only.contains(c);
+    let (engine, config) = match args.engine.as_str() {
+        "inproc" => (
+            "starling-inproc",
+            Config::in_process().threads(args.threads),
+        ),
+        "local" => ("starling-local", Config::default().threads(args.threads)),
+        "cluster" => {
+            let head = args
+                .head
+                .clone()
+                .context("--engine cluster needs --head ADDR")?;
+            ("starling-cluster", Config::connect(head))
+        }
+        other => anyhow::bail!("unknown engine `{other}`: use inproc, local or cluster"),
+    };
     let e = Emitter {
-        engine: "starling-inproc",
+        engine,
         run: args.run,
     };
 
     let t0 = Instant::now();
-    let rt = Runtime::in_process(args.threads).context("start the runtime")?;
+    let rt = starling::init_with(config).context("start the runtime")?;
     let _guard = rt.enter();
     let t_init = t0.elapsed();
     starling::get(&noop::remote())?;

@@ -86,6 +86,38 @@ pub enum Error {
         /// The codec's complaint.
         message: String,
     },
+    /// A large object could not be fetched from the node that holds it.
+    #[error("cannot fetch object {object}: {why}")]
+    ObjectFetch {
+        /// The object.
+        object: ObjectId,
+        /// What went wrong.
+        why: String,
+    },
+    /// The head did not answer within the connect timeout.
+    #[error("head at {addr} is unreachable: {why}")]
+    HeadUnreachable {
+        /// The address tried.
+        addr: String,
+        /// What the connection attempt said.
+        why: String,
+    },
+    /// The head refused this client (version mismatch, malformed message, bad token).
+    #[error("head at {addr} refused the connection: {message}")]
+    Refused {
+        /// The head's address.
+        addr: String,
+        /// The head's reason.
+        message: String,
+    },
+    /// The connection to the head was lost.
+    #[error("connection to the head at {addr} was lost: {why}")]
+    HeadLost {
+        /// The head's address.
+        addr: String,
+        /// What happened.
+        why: String,
+    },
     /// An `ObjectRef` was used with a runtime other than the one that made it.
     #[error("object {0} belongs to another Starling runtime")]
     ForeignObject(ObjectId),

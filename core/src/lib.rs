@@ -24,6 +24,7 @@
 
 mod api;
 mod bytes;
+mod cluster;
 mod codec;
 mod error;
 mod object_ref;

@@ -23,9 +23,7 @@ use std::time::{Duration, Instant};
 use crossbeam::queue::SegQueue;
 use crossbeam::sync::{Parker, Unparker};
 use parking_lot::{Mutex, RwLock};
-use starling_proto::{
-    FailureKind, NodeId, ObjectId, RemoteError, TaskArg, TaskFailure, TaskId, TaskSpec, WorkerId,
-};
+use starling_proto::{JobId, NodeId, ObjectId, TaskFailure, TaskId, TaskSpec, WorkerId};
 use starling_scheduler::{reactor, Core, TaskOutcome, Transport};
 use starling_worker::store::{Blob, Lookup, ObjectStore};
 
@@ -33,7 +31,6 @@ use super::{exec, wait};
 use super::{Config, NodeInfo};
 use crate::__private::ArgsBuilder;
 use crate::error::{Error, Result};
-use crate::object_ref::ArgValue;
 use crate::options::TaskOptions;
 use crate::registry::Registry;
 
@@ -262,54 +259,16 @@ impl Engine {
 
     pub fn submit(&self, function: &'static str, args: ArgsBuilder, o: TaskOptions) -> ObjectId {
         let id = TaskId(self.next_id());
-        let mut task_args = Vec::with_capacity(args.args.len());
-        let mut keep = Vec::new();
-        let mut bad = None;
-        for (i, a) in args.args.into_iter().enumerate() {
-            match a {
-                ArgValue::Value(Ok(bytes)) => task_args.push(TaskArg::Inline(bytes)),
-                ArgValue::Value(Err(e)) => {
-                    bad.get_or_insert(RemoteError::new(
-                        "starling::Codec",
-                        format!("argument {i}: {e}"),
-                    ));
-                }
-                ArgValue::Ref(h) => {
-                    if !std::ptr::eq(&*h.rt.engine, self) {
-                        bad.get_or_insert(RemoteError::new(
-                            "starling::ForeignObject",
-                            format!("argument {i}: {}", Error::ForeignObject(h.id)),
-                        ));
-                    }
-                    task_args.push(TaskArg::Object(h.id));
-                    keep.push(h);
-                }
-            }
-        }
         let object = ObjectId::from(id);
-        if let Some(cause) = bad {
-            let f = TaskFailure {
-                task: id,
-                attempt: 0,
-                kind: FailureKind::BadArgument(cause),
-            };
-            self.post(Event::FailedPut(object, Arc::new(f)));
-            return object;
+        let owner = self as *const Engine as usize;
+        match super::prepare_call(self.registry, owner, id, function, args, o, JobId(0)) {
+            Ok((spec, keep)) => {
+                self.post(Event::Submit(Arc::new(spec)));
+                // The argument refs may drop now: the scheduler counts the task's use of them.
+                drop(keep);
+            }
+            Err(failure) => self.post(Event::FailedPut(object, Arc::new(failure))),
         }
-        let spec = TaskSpec {
-            id,
-            function: self.registry.intern(function),
-            args: task_args,
-            resources: o.resources,
-            max_retries: o.max_retries,
-            retry_exceptions: o.retry_exceptions,
-            strategy: o.strategy,
-            attempt: 0,
-            job: starling_proto::JobId(0),
-        };
-        self.post(Event::Submit(Arc::new(spec)));
-        // The argument refs may drop now: the scheduler counts the task's use of them.
-        drop(keep);
         object
     }
 
@@ -430,7 +389,7 @@ impl<'a> Hooks<'a> {
     fn new(engine: &'a Engine) -> Self {
         Hooks {
             engine,
-            worker: exec::current_worker(engine),
+            worker: exec::current_worker(engine as *const Engine as usize),
         }
     }
 }

@@ -21,7 +21,7 @@ use starling_worker::store::{Blob, Lookup};
 use super::engine::{Engine, Event, Slot};
 use super::Runtime;
 use crate::__private::InvokeError;
-use crate::registry::build_id;
+use crate::registry::{build_id, Registry};
 
 /// How long a thread that waits for a result spins before it parks.
 pub(crate) const WAIT_SPIN: Duration = Duration::from_micros(30);
@@ -56,7 +56,8 @@ pub(crate) fn spin_until(max: Duration, mut done: impl FnMut() -> bool) -> bool 
 }
 
 struct ExecContext {
-    engine: *const Engine,
+    /// Identifies the backend (its address) whose worker runs the task.
+    owner: usize,
     worker: WorkerId,
     task: TaskId,
 }
@@ -84,14 +85,11 @@ pub(crate) fn thread_waker() -> Waker {
     WAKER.with(Waker::clone)
 }
 
-/// The worker id of this thread if it is an executor of `engine`.
-pub(crate) fn current_worker(engine: &Engine) -> Option<WorkerId> {
+/// The worker id of this thread if it executes a task for the backend at address `owner`.
+pub(crate) fn current_worker(owner: usize) -> Option<WorkerId> {
     CONTEXT.with(|c| {
         let ctx = c.take();
-        let w = ctx
-            .as_ref()
-            .filter(|x| std::ptr::eq(x.engine, engine))
-            .map(|x| x.worker);
+        let w = ctx.as_ref().filter(|x| x.owner == owner).map(|x| x.worker);
         c.set(ctx);
         w
     })
@@ -159,9 +157,7 @@ pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker) {
-    super::set_thread_runtime(Some(Runtime {
-        engine: engine.clone(),
-    }));
+    super::set_thread_runtime(Some(Runtime::from_engine(engine.clone())));
     loop {
         if engine.shut_down.load(Ordering::SeqCst) {
             break;
@@ -190,11 +186,6 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
 }
 
 fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
-    let Some(entry) = engine.registry().lookup(&task.function) else {
-        return TaskOutcome::FunctionNotFound {
-            build: build_id().to_string(),
-        };
-    };
     // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
     let mut blobs: Vec<Blob> = Vec::new();
     for a in &task.args {
@@ -214,32 +205,71 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
             TaskArg::Object(_) => next_blob.next().map(|b| &**b).unwrap_or(&[]),
         })
         .collect();
-
-    CONTEXT.with(|c| {
-        c.set(Some(ExecContext {
-            engine,
-            worker: slot.id,
-            task: task.id,
-        }))
-    });
-    let result = catch_unwind(AssertUnwindSafe(|| (entry.invoke)(&args)));
-    CONTEXT.with(|c| c.set(None));
-
-    match result {
-        Ok(Ok(bytes)) => {
+    match invoke(
+        engine.registry(),
+        engine as *const Engine as usize,
+        slot.id,
+        task,
+        &args,
+    ) {
+        Invoked::Value(bytes) => {
             let size = bytes.len() as u64;
             if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
                 engine.store.put(ObjectId::from(task.id), Blob::new(bytes));
             }
             TaskOutcome::Stored { size }
         }
-        Ok(Err(InvokeError::Application(e))) => TaskOutcome::Failed(e),
-        Ok(Err(InvokeError::BadArgument(e))) => TaskOutcome::BadArgument(e),
+        Invoked::Failed(e) => TaskOutcome::Failed(e),
+        Invoked::BadArgument(e) => TaskOutcome::BadArgument(e),
+        Invoked::NotFound => TaskOutcome::FunctionNotFound {
+            build: build_id().to_string(),
+        },
+    }
+}
+
+/// How one invocation of a remote function ended.
+pub(crate) enum Invoked {
+    /// The encoded return value.
+    Value(Vec<u8>),
+    /// A panic or an `Err`.
+    Failed(RemoteError),
+    /// An argument did not decode.
+    BadArgument(RemoteError),
+    /// This binary has no such function.
+    NotFound,
+}
+
+/// Runs `task`'s function on this thread with its encoded `args`, catching panics. `owner` and
+/// `worker` identify, for nested calls, which backend's worker is running (see
+/// [`current_worker`]).
+pub(crate) fn invoke(
+    registry: &Registry,
+    owner: usize,
+    worker: WorkerId,
+    task: &TaskSpec,
+    args: &[&[u8]],
+) -> Invoked {
+    let Some(entry) = registry.lookup(&task.function) else {
+        return Invoked::NotFound;
+    };
+    CONTEXT.with(|c| {
+        c.set(Some(ExecContext {
+            owner,
+            worker,
+            task: task.id,
+        }))
+    });
+    let result = catch_unwind(AssertUnwindSafe(|| (entry.invoke)(args)));
+    CONTEXT.with(|c| c.set(None));
+    match result {
+        Ok(Ok(bytes)) => Invoked::Value(bytes),
+        Ok(Err(InvokeError::Application(e))) => Invoked::Failed(e),
+        Ok(Err(InvokeError::BadArgument(e))) => Invoked::BadArgument(e),
         Err(payload) => {
             let (message, backtrace) = PANIC
                 .with(|p| p.borrow_mut().take())
                 .unwrap_or_else(|| (panic_message(&*payload), String::new()));
-            TaskOutcome::Failed(RemoteError {
+            Invoked::Failed(RemoteError {
                 type_name: "panic".into(),
                 message,
                 backtrace,
@@ -264,5 +294,5 @@ pub fn is_cancelled() -> bool {
     let Some(rt) = super::current() else {
         return false;
     };
-    rt.engine.is_cancelled(task)
+    rt.is_cancelled(task)
 }

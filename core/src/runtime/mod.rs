@@ -1,5 +1,6 @@
-//! Runtimes: where tasks run. Today: the in-process runtime, with the scheduler and an
-//! executor thread pool inside this process.
+//! Runtimes: where tasks run. A [`Runtime`] is either in-process (the scheduler and an executor
+//! thread pool inside this process) or a client of a cluster (a local one started by this
+//! process, or a remote head).
 //!
 //! A thread finds its runtime in this order: the runtime of the task it is executing (or one
 //! entered with [`Runtime::enter`]), then the process-wide default set by [`init`]. The first
@@ -7,7 +8,7 @@
 
 mod engine;
 pub(crate) mod exec;
-mod wait;
+pub(crate) mod wait;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -15,24 +16,43 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
-use starling_proto::{NodeId, ObjectId, ResourceSet};
+use starling_proto::{
+    FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, TaskArg, TaskFailure, TaskId,
+    TaskSpec,
+};
 use starling_worker::store::Blob;
 
 use crate::__private::ArgsBuilder;
+use crate::cluster::client::Client;
 use crate::error::Result;
+use crate::object_ref::{ArgValue, RefHandle};
 use crate::options::TaskOptions;
+use crate::registry::Registry;
 
 pub(crate) use engine::Engine;
 
 /// How to start a runtime.
+///
+/// `Config::default()` starts a local cluster (a head and a node agent in this process, one
+/// worker process per core re-executed from this binary); [`Config::connect`] joins a running
+/// cluster; [`Config::in_process`] runs everything on threads of this process.
 #[derive(Clone, Debug)]
 pub struct Config {
-    threads: usize,
-    resources: ResourceSet,
+    pub(crate) threads: usize,
+    pub(crate) resources: ResourceSet,
+    pub(crate) mode: Mode,
+    pub(crate) connect_timeout: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Mode {
+    InProcess,
+    Local,
+    Connect(String),
 }
 
 impl Default for Config {
-    /// One executor thread per core; the node offers that many CPUs.
+    /// A local cluster with one worker per core; the node offers that many CPUs.
     fn default() -> Self {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -40,12 +60,32 @@ impl Default for Config {
         Config {
             threads,
             resources: ResourceSet::cpus(threads as f64),
+            mode: Mode::Local,
+            connect_timeout: Duration::from_secs(10),
         }
     }
 }
 
 impl Config {
-    /// Executor threads (and CPUs offered), at least one.
+    /// Joins the cluster whose head listens at `addr` (`host:port`). The binary is uploaded to
+    /// the head once so that node agents can start its workers.
+    pub fn connect(addr: impl Into<String>) -> Self {
+        Config {
+            mode: Mode::Connect(addr.into()),
+            ..Config::default()
+        }
+    }
+
+    /// Runs the scheduler and executor threads in this process (no sockets, no processes).
+    pub fn in_process() -> Self {
+        Config {
+            mode: Mode::InProcess,
+            ..Config::default()
+        }
+    }
+
+    /// Executor threads in-process, or worker processes of a local cluster (and the CPUs the
+    /// node offers), at least one.
     pub fn threads(mut self, n: usize) -> Self {
         let n = n.max(1);
         self.threads = n;
@@ -59,23 +99,41 @@ impl Config {
         self.resources = self.resources.with(name, amount);
         self
     }
+
+    /// How long to wait for the head before failing with `HeadUnreachable` (default 10 s).
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
 }
 
 /// A running Starling runtime. Cheap to clone; all clones are the same runtime.
 #[derive(Clone)]
 pub struct Runtime {
-    pub(crate) engine: Arc<Engine>,
+    pub(crate) backend: Backend,
+}
+
+/// Where a runtime's tasks run.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// Scheduler and executor threads in this process.
+    InProcess(Arc<Engine>),
+    /// A head reached over gRPC (a local cluster started by this process, or a remote one).
+    Cluster(Arc<Client>),
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Runtime(in-process)")
+        match &self.backend {
+            Backend::InProcess(_) => write!(f, "Runtime(in-process)"),
+            Backend::Cluster(c) => write!(f, "Runtime(cluster at {})", c.addr()),
+        }
     }
 }
 
 impl PartialEq for Runtime {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.engine, &other.engine)
+        self.owner() == other.owner()
     }
 }
 
@@ -92,16 +150,35 @@ impl Runtime {
         Self::with_config(Config::default().threads(threads))
     }
 
-    /// Starts an in-process runtime from `config` (see [`Runtime::in_process`]).
+    /// Starts an in-process runtime from `config` (see [`Runtime::in_process`]); the config's
+    /// cluster settings are ignored.
     pub fn with_config(config: Config) -> Result<Runtime> {
-        let rt = Runtime {
-            engine: Engine::start(config)?,
-        };
+        let rt = Runtime::from_engine(Engine::start(config)?);
         let mut d = DEFAULT.write();
         if d.is_none() {
             *d = Some(rt.clone());
         }
         Ok(rt)
+    }
+
+    pub(crate) fn from_engine(engine: Arc<Engine>) -> Runtime {
+        Runtime {
+            backend: Backend::InProcess(engine),
+        }
+    }
+
+    pub(crate) fn from_client(client: Arc<Client>) -> Runtime {
+        Runtime {
+            backend: Backend::Cluster(client),
+        }
+    }
+
+    /// Identifies the backend (the address of its state), for "same runtime" checks.
+    pub(crate) fn owner(&self) -> usize {
+        match &self.backend {
+            Backend::InProcess(e) => Arc::as_ptr(e) as usize,
+            Backend::Cluster(c) => Arc::as_ptr(c) as usize,
+        }
     }
 
     /// Makes this runtime the current one on this thread until the guard drops.
@@ -110,45 +187,74 @@ impl Runtime {
         EnterGuard { prev }
     }
 
-    /// Stops the executor threads after their current tasks. Pending tasks never run, and calls
-    /// on this runtime return [`Error::ShutDown`]. Idempotent.
+    /// Stops the runtime: in-process, the executor threads stop after their current tasks; a
+    /// local cluster stops its worker processes, node agent and head; a connection to a remote
+    /// cluster closes. Pending tasks never run, and calls on this runtime return
+    /// [`Error::ShutDown`](crate::Error::ShutDown). Idempotent.
     pub fn shutdown(&self) {
         let mut d = DEFAULT.write();
         if d.as_ref() == Some(self) {
             *d = None;
         }
         drop(d);
-        self.engine.shutdown();
+        match &self.backend {
+            Backend::InProcess(e) => e.shutdown(),
+            Backend::Cluster(c) => c.shutdown(),
+        }
     }
 
-    /// Counters and queue lengths of this runtime's scheduler and store.
+    /// Counters and queue lengths of this runtime's scheduler and store (in-process runtimes;
+    /// a cluster reports through `starling status`).
     pub fn stats(&self) -> RuntimeStats {
-        self.engine.stats()
+        match &self.backend {
+            Backend::InProcess(e) => e.stats(),
+            Backend::Cluster(c) => c.stats(),
+        }
     }
 
-    /// The nodes of this runtime (in-process: one).
+    /// The nodes of this runtime.
     pub fn nodes(&self) -> Vec<NodeInfo> {
-        self.engine.nodes()
+        match &self.backend {
+            Backend::InProcess(e) => e.nodes(),
+            Backend::Cluster(c) => c.nodes(),
+        }
     }
 
     pub(crate) fn submit(&self, f: &'static str, args: ArgsBuilder, o: TaskOptions) -> ObjectId {
-        self.engine.submit(f, args, o)
+        #[cfg(target_os = "linux")]
+        std::hint::black_box(&crate::cluster::worker::WORKER_MODE_HOOK);
+        match &self.backend {
+            Backend::InProcess(e) => e.submit(f, args, o),
+            Backend::Cluster(c) => c.submit(f, args, o),
+        }
     }
 
     pub(crate) fn put_bytes(&self, bytes: Vec<u8>) -> ObjectId {
-        self.engine.put(bytes)
+        match &self.backend {
+            Backend::InProcess(e) => e.put(bytes),
+            Backend::Cluster(c) => c.put(bytes),
+        }
     }
 
     pub(crate) fn release(&self, id: ObjectId) {
-        self.engine.release(id)
+        match &self.backend {
+            Backend::InProcess(e) => e.release(id),
+            Backend::Cluster(c) => c.release(id),
+        }
     }
 
     pub(crate) fn poll_object(&self, id: ObjectId, waker: &Waker) -> Poll<Result<Blob>> {
-        self.engine.poll_object(id, waker)
+        match &self.backend {
+            Backend::InProcess(e) => e.poll_object(id, waker),
+            Backend::Cluster(c) => c.poll_object(id, waker),
+        }
     }
 
     pub(crate) fn wait_object(&self, id: ObjectId, deadline: Option<Instant>) -> Result<Blob> {
-        self.engine.wait_object(id, deadline)
+        match &self.backend {
+            Backend::InProcess(e) => e.wait_object(id, deadline),
+            Backend::Cluster(c) => c.wait_object(id, deadline),
+        }
     }
 
     pub(crate) fn wait_many(
@@ -157,16 +263,89 @@ impl Runtime {
         num_returns: usize,
         timeout: Option<Duration>,
     ) -> Vec<bool> {
-        self.engine.wait_many(ids, num_returns, timeout)
+        match &self.backend {
+            Backend::InProcess(e) => e.wait_many(ids, num_returns, timeout),
+            Backend::Cluster(c) => c.wait_many(ids, num_returns, timeout),
+        }
     }
 
     pub(crate) fn pending_reason(&self, id: ObjectId) -> Option<String> {
-        self.engine.pending_reason(id)
+        match &self.backend {
+            Backend::InProcess(e) => e.pending_reason(id),
+            Backend::Cluster(_) => None,
+        }
     }
 
     pub(crate) fn cancel(&self, id: ObjectId, force: bool) -> Result<()> {
-        self.engine.cancel(id, force)
+        match &self.backend {
+            Backend::InProcess(e) => e.cancel(id, force),
+            Backend::Cluster(c) => c.cancel(id, force),
+        }
     }
+
+    pub(crate) fn is_cancelled(&self, task: TaskId) -> bool {
+        match &self.backend {
+            Backend::InProcess(e) => e.is_cancelled(task),
+            Backend::Cluster(c) => c.is_cancelled(task),
+        }
+    }
+}
+
+/// Turns a call into a task spec: encoded values inline, `ObjectRef`s as dependencies (which
+/// must belong to the runtime `owner`). Returns the refs to keep alive until the task is
+/// registered, or the failure of a call that cannot be made.
+pub(crate) fn prepare_call(
+    registry: &Registry,
+    owner: usize,
+    id: TaskId,
+    function: &'static str,
+    args: ArgsBuilder,
+    o: TaskOptions,
+    job: JobId,
+) -> std::result::Result<(TaskSpec, Vec<Arc<RefHandle>>), TaskFailure> {
+    let mut task_args = Vec::with_capacity(args.args.len());
+    let mut keep = Vec::new();
+    let mut bad = None;
+    for (i, a) in args.args.into_iter().enumerate() {
+        match a {
+            ArgValue::Value(Ok(bytes)) => task_args.push(TaskArg::Inline(bytes)),
+            ArgValue::Value(Err(e)) => {
+                bad.get_or_insert(RemoteError::new(
+                    "starling::Codec",
+                    format!("argument {i}: {e}"),
+                ));
+            }
+            ArgValue::Ref(h) => {
+                if h.rt.owner() != owner {
+                    bad.get_or_insert(RemoteError::new(
+                        "starling::ForeignObject",
+                        format!("argument {i}: {}", crate::Error::ForeignObject(h.id)),
+                    ));
+                }
+                task_args.push(TaskArg::Object(h.id));
+                keep.push(h);
+            }
+        }
+    }
+    if let Some(cause) = bad {
+        return Err(TaskFailure {
+            task: id,
+            attempt: 0,
+            kind: FailureKind::BadArgument(cause),
+        });
+    }
+    let spec = TaskSpec {
+        id,
+        function: registry.intern(function),
+        args: task_args,
+        resources: o.resources,
+        max_retries: o.max_retries,
+        retry_exceptions: o.retry_exceptions,
+        strategy: o.strategy,
+        attempt: 0,
+        job,
+    };
+    Ok((spec, keep))
 }
 
 /// Restores the previous current runtime when dropped.
@@ -228,8 +407,8 @@ pub struct NodeInfo {
     pub alive: bool,
 }
 
-/// Starts the default runtime (in-process, one executor thread per core) or returns the one
-/// already running.
+/// Starts the default runtime (a local cluster: see [`Config`]) or returns the one already
+/// running.
 pub fn init() -> Result<Runtime> {
     init_with(Config::default())
 }
@@ -244,11 +423,22 @@ pub fn init_with(config: Config) -> Result<Runtime> {
     if let Some(rt) = d.clone() {
         return Ok(rt);
     }
-    let rt = Runtime {
-        engine: Engine::start(config)?,
-    };
+    let rt = start(config)?;
     *d = Some(rt.clone());
     Ok(rt)
+}
+
+fn start(config: Config) -> Result<Runtime> {
+    match &config.mode {
+        Mode::InProcess => Ok(Runtime::from_engine(Engine::start(config)?)),
+        Mode::Local => Ok(Runtime::from_client(crate::cluster::local::start(&config)?)),
+        Mode::Connect(addr) => {
+            let addr = addr.clone();
+            Ok(Runtime::from_client(
+                crate::cluster::client::Client::connect_driver(&addr, &config)?,
+            ))
+        }
+    }
 }
 
 /// The current runtime, if any.
@@ -263,6 +453,11 @@ pub(crate) fn current_or_init() -> Runtime {
         return rt;
     }
     init().unwrap_or_else(|e| panic!("starling: no runtime and the default one failed: {e}"))
+}
+
+/// Makes `rt` the process default (worker processes: their session with the head).
+pub(crate) fn set_default(rt: Runtime) {
+    *DEFAULT.write() = Some(rt);
 }
 
 pub(crate) fn set_thread_runtime(rt: Option<Runtime>) {

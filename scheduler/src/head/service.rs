@@ -138,13 +138,7 @@ impl pb::head_server::Head for HeadService {
             _ => return Err(Status::invalid_argument("a session must start with hello")),
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let info = self.head.open_session(&hello, tx.clone())?;
-        let _ = tx.send(Ok(pb::HeadBatch {
-            ops: vec![pb::HeadOp {
-                kind: Some(pb::head_op::Kind::Welcome(info.welcome)),
-            }],
-        }));
-        let client = info.client;
+        let client = self.head.open_session(&hello, tx.clone())?;
         let rest: Vec<pb::ClientOp> = ops.collect();
         if !rest.is_empty() {
             if let Err(e) = self.head.client_batch(client, rest) {

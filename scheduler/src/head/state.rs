@@ -99,6 +99,7 @@ impl Outbox {
             address: n.address.clone(),
             path: format!("{}/{}", n.store_dir, object.0),
             size,
+            object: object.0,
         })
     }
 
@@ -167,10 +168,8 @@ impl Transport for Outbox {
                             // The scheduler dispatches only tasks whose arguments are ready, so
                             // a missing value means its node vanished: the worker reports it.
                             None => pb::resolved_arg::Kind::Location(pb::ObjectLocation {
-                                node: 0,
-                                address: String::new(),
-                                path: String::new(),
-                                size: o.0,
+                                object: o.0,
+                                ..Default::default()
                             }),
                         },
                     },
@@ -238,12 +237,6 @@ pub(crate) struct Head {
     pub heartbeat_timeout: Duration,
 }
 
-/// What a session's first message established.
-pub(crate) struct SessionInfo {
-    pub client: u64,
-    pub welcome: pb::Welcome,
-}
-
 impl Head {
     pub fn new(bin_dir: PathBuf, heartbeat_timeout: Duration) -> Self {
         Head {
@@ -261,7 +254,7 @@ impl Head {
     }
 
     /// Registers a driver or worker process from its `Hello`.
-    pub fn open_session(&self, hello: &pb::Hello, tx: ClientTx) -> Result<SessionInfo, Status> {
+    pub fn open_session(&self, hello: &pb::Hello, tx: ClientTx) -> Result<u64, Status> {
         check_version(hello.version)?;
         let mut g = self.state.lock();
         let st = &mut *g;
@@ -327,9 +320,11 @@ impl Head {
                     .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
             }
         }
+        // The welcome goes out first, before any task the scheduling pass may hand this worker.
+        st.out.queue_client(client, head_op::Kind::Welcome(welcome));
         reactor::schedule(&mut st.core, &mut st.out);
         st.out.flush();
-        Ok(SessionInfo { client, welcome })
+        Ok(client)
     }
 
     /// Applies one batch from a client.
@@ -402,7 +397,8 @@ impl Head {
             },
         );
         reactor::on_node_added(&mut st.core, node, resources.clone());
-        st.out.queue_node(node, head_to_node_op::Kind::NodeId(node.0));
+        st.out
+            .queue_node(node, head_to_node_op::Kind::NodeId(node.0));
         // Running jobs get workers on the new node too.
         let cpus = (resources.get("CPU").ceil() as u32).max(1);
         let jobs: Vec<(JobId, String)> = st
@@ -545,7 +541,10 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             {
                 return Err(bad(&format!("task id {} is already in use", spec.id)));
             }
-            *conn.handles.entry(spec.return_object()).or_default() += 1;
+            let ret = spec.return_object();
+            *conn.handles.entry(ret).or_default() += 1;
+            // The submitter gets the result pushed when it settles (no request needed).
+            st.out.subscribers.entry(ret).or_default().push(client);
             reactor::on_submit(&mut st.core, &mut st.out, spec);
         }
         client_op::Kind::Put(v) => {

@@ -1,0 +1,121 @@
+//! The local cluster: a head and a node agent inside this process, and worker processes
+//! re-executed from this binary. `starling::init()` starts one; nothing to start by hand.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use starling_scheduler::head::{self, HeadConfig, HeadHandle};
+use starling_worker::agent::{self, AgentConfig, AgentHandle};
+
+use super::client::{self, Client, Owned, SessionKind};
+use super::objects::LocalStore;
+use crate::error::{Error, Result};
+use crate::runtime::Config;
+
+struct LocalCluster {
+    head: Mutex<Option<HeadHandle>>,
+    agent: Mutex<Option<AgentHandle>>,
+    handle: tokio::runtime::Handle,
+    dirs: Vec<PathBuf>,
+}
+
+impl Owned for LocalCluster {
+    fn stop(&self) {
+        let agent = self.agent.lock().take();
+        let head = self.head.lock().take();
+        let handle = self.handle.clone();
+        // Block on a helper thread: `stop` may be called from any thread.
+        let _ = std::thread::spawn(move || {
+            handle.block_on(async {
+                if let Some(a) = agent {
+                    a.shutdown().await;
+                }
+                if let Some(h) = head {
+                    h.shutdown().await;
+                }
+            })
+        })
+        .join();
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Starts a local cluster with `config.threads` worker processes and connects to it.
+pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let root = std::env::temp_dir().join("starling");
+    sweep_stale(&root);
+    let data = root.join(format!("local-{unique}"));
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Startup(format!("cannot find this executable: {e}")))?;
+    let rt = client::runtime()?;
+    let loopback = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+    let head = rt
+        .block_on(head::serve(HeadConfig::new(loopback(0), data.join("head"))))
+        .map_err(|e| Error::Startup(e.to_string()))?;
+    let addr = head.addr().to_string();
+    let mut ac = AgentConfig::new(addr.clone(), config.resources.clone());
+    ac.worker_binary = Some(exe);
+    ac.object_bind = loopback(0);
+    ac.log_dir = data.join("logs");
+    ac.spill_dir = data.join("spill");
+    ac.cache_dir = data.join("bin-cache");
+    let store_dir = ac.store_dir.clone();
+    let spill_dir = ac.spill_dir.clone();
+    let agent = rt
+        .block_on(agent::start(ac))
+        .map_err(|e| Error::Startup(e.to_string()))?;
+    let local = LocalStore {
+        node: agent.node_id().0,
+        dir: store_dir.clone(),
+        spill_dir,
+    };
+    let kind = SessionKind {
+        hello: client::local_driver_hello(),
+        local: Some(local),
+        runs: None,
+    };
+    let client = Client::connect(&addr, kind, rt.handle().clone(), config.connect_timeout)?;
+    client.set_owned(Box::new(LocalCluster {
+        head: Mutex::new(Some(head)),
+        agent: Mutex::new(Some(agent)),
+        handle: rt.handle().clone(),
+        dirs: vec![data, store_dir],
+    }));
+    client.set_own_runtime(rt);
+    Ok(client)
+}
+
+/// Removes the directories of local clusters whose process is gone (a driver that exited without
+/// `shutdown` leaves its store behind; the next one cleans up).
+fn sweep_stale(root: &Path) {
+    let dirs = [root.to_path_buf(), PathBuf::from("/dev/shm/starling")];
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("local-")
+                .or_else(|| name.strip_prefix("store-"))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    }
+}

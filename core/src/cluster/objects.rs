@@ -1,0 +1,98 @@
+//! Large objects on nodes: written as files into the node's store directory (a tmpfs), read by
+//! consumers on the same host straight from the file, fetched over gRPC by everyone else.
+
+use std::path::{Path, PathBuf};
+
+use starling_proto::{pb, ObjectId};
+use starling_worker::store::Blob;
+
+use crate::error::Error;
+
+/// This host's node store, when the process runs next to a node agent.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalStore {
+    pub node: u64,
+    pub dir: PathBuf,
+    pub spill_dir: PathBuf,
+}
+
+impl LocalStore {
+    fn path(&self, id: ObjectId) -> PathBuf {
+        self.dir.join(id.0.to_string())
+    }
+
+    /// Writes `bytes` as object `id` (to a temporary name first, so readers never see a partial
+    /// file) and returns its location.
+    pub fn write(&self, id: ObjectId, bytes: &[u8]) -> std::io::Result<pb::ObjectLocation> {
+        let path = self.path(id);
+        let tmp = self.dir.join(format!(".{}.tmp", id.0));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(pb::ObjectLocation {
+            node: self.node,
+            address: String::new(),
+            path: path.to_string_lossy().into_owned(),
+            size: bytes.len() as u64,
+            object: id.0,
+        })
+    }
+}
+
+/// Reads the file of a located object if it is on this host (in memory or spilled).
+fn read_local(location: &pb::ObjectLocation, spill_dir: Option<&Path>) -> Option<Vec<u8>> {
+    if location.path.is_empty() {
+        return None;
+    }
+    let path = Path::new(&location.path);
+    if let Ok(b) = std::fs::read(path) {
+        return Some(b);
+    }
+    let spilled = spill_dir?.join(path.file_name()?);
+    std::fs::read(spilled).ok()
+}
+
+/// Gets the bytes of a located object: from the file when it is on this host, else from the
+/// holder node's object service (or the head's, for values the head holds).
+pub(crate) async fn fetch(
+    object: ObjectId,
+    location: &pb::ObjectLocation,
+    head: &str,
+    spill_dir: Option<&Path>,
+) -> Result<Blob, Error> {
+    if let Some(b) = read_local(location, spill_dir) {
+        return Ok(Blob::new(b));
+    }
+    if location.path.is_empty() && location.address.is_empty() && location.node != 0 {
+        return Err(Error::ObjectLost(object));
+    }
+    let lost = |why: String| Error::ObjectFetch { object, why };
+    let mut chunks = if location.address.is_empty() {
+        let mut c = pb::head_client::HeadClient::connect(super::head_uri(head))
+            .await
+            .map_err(|e| lost(e.to_string()))?
+            .max_decoding_message_size(usize::MAX);
+        c.fetch(pb::FetchRequest { object: object.0 })
+            .await
+            .map_err(|e| lost(e.message().into()))?
+    } else {
+        let mut c = pb::object_service_client::ObjectServiceClient::connect(super::head_uri(
+            &location.address,
+        ))
+        .await
+        .map_err(|e| lost(format!("{}: {e}", location.address)))?
+        .max_decoding_message_size(usize::MAX);
+        c.fetch(pb::FetchRequest { object: object.0 })
+            .await
+            .map_err(|e| lost(e.message().into()))?
+    }
+    .into_inner();
+    let mut data = Vec::with_capacity(location.size as usize);
+    while let Some(chunk) = chunks
+        .message()
+        .await
+        .map_err(|e| lost(e.message().into()))?
+    {
+        data.extend_from_slice(&chunk.data);
+    }
+    Ok(Blob::new(data))
+}

@@ -1,0 +1,182 @@
+//! Worker mode: the same binary, started by a node agent, runs tasks instead of `main`.
+//!
+//! A node agent starts worker processes by executing the job's binary with
+//! `STARLING_WORKER_HEAD` (and the node, job and store) in the environment. A hook in
+//! `.init_array` sees it before `main` — so it works for examples, services and `cargo test`
+//! harnesses alike — connects to the head as a worker, runs the tasks it is given on this
+//! thread, and exits when the head ends the session. The function registry is a linker section
+//! (`linkme`), complete before any constructor runs.
+//!
+//! Each task's output is framed on stdout and stderr by marker lines
+//! (`\x1e[starling task T<id>]` ... `\x1e[starling task -]`) that the node agent turns into
+//! per-line task tags in the worker's log file.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use starling_proto::pb::{self, client_op, resolved_arg, task_done};
+use starling_proto::{ObjectId, TaskSpec};
+use starling_worker::store::Blob;
+
+use super::client::{Client, SessionKind, INLINE_LIMIT};
+use super::env;
+use super::objects::{self, LocalStore};
+use crate::registry::build_id;
+use crate::runtime::exec::{self, Invoked};
+use crate::runtime::Runtime;
+
+/// Runs before `main` (Linux: an `.init_array` entry). Does nothing unless this process was
+/// started as a worker.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+pub(crate) static WORKER_MODE_HOOK: extern "C" fn() = worker_mode_hook;
+
+#[cfg(target_os = "linux")]
+extern "C" fn worker_mode_hook() {
+    if std::env::var_os(env::HEAD).is_some() {
+        let code = match std::panic::catch_unwind(run_worker) {
+            Ok(Ok(())) => 0,
+            Ok(Err(e)) => {
+                eprintln!("starling worker: {e}");
+                1
+            }
+            Err(_) => 101,
+        };
+        std::process::exit(code);
+    }
+}
+
+fn var(name: &str) -> Result<String, crate::Error> {
+    std::env::var(name)
+        .map_err(|_| crate::Error::Startup(format!("worker mode needs {name} in the environment")))
+}
+
+fn run_worker() -> Result<(), crate::Error> {
+    exec::install_panic_hook();
+    let head = var(env::HEAD)?;
+    let node: u64 = var(env::NODE)?
+        .parse()
+        .map_err(|_| crate::Error::Startup("bad node id".into()))?;
+    let job: u64 = var(env::JOB)?
+        .parse()
+        .map_err(|_| crate::Error::Startup("bad job id".into()))?;
+    let local = std::env::var(env::STORE_DIR).ok().map(|dir| LocalStore {
+        node,
+        dir: PathBuf::from(dir),
+        spill_dir: PathBuf::from(std::env::var(env::SPILL_DIR).unwrap_or_default()),
+    });
+    let rt = super::client::runtime()?;
+    let (runs_tx, runs) = crossbeam::channel::unbounded::<pb::RunTask>();
+    let hello = pb::Hello {
+        version: starling_proto::PROTOCOL_VERSION,
+        build: build_id().to_string(),
+        node,
+        job,
+        is_worker: true,
+        pid: std::process::id(),
+    };
+    let kind = SessionKind {
+        hello,
+        local,
+        runs: Some(runs_tx),
+    };
+    let client = Client::connect(&head, kind, rt.handle().clone(), Duration::from_secs(30))?;
+    client.set_own_runtime(rt);
+    // Nested `remote` calls in tasks go to the same head, as this job.
+    crate::runtime::set_default(Runtime::from_client(client.clone()));
+    let worker = client.worker.unwrap_or_default();
+    let owner = Arc::as_ptr(&client) as usize;
+    for run in runs {
+        let done = run_task(&client, owner, worker, run);
+        client.send(client_op::Kind::Done(done));
+    }
+    Ok(())
+}
+
+fn run_task(
+    client: &Arc<Client>,
+    owner: usize,
+    worker: starling_proto::WorkerId,
+    run: pb::RunTask,
+) -> pb::TaskDone {
+    let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
+        task,
+        kind: Some(kind),
+    };
+    let Some(spec) = run.spec.and_then(|s| TaskSpec::try_from(s).ok()) else {
+        let e = starling_proto::RemoteError::new("starling::Protocol", "malformed task");
+        return failed(0, task_done::Kind::BadArgument((&e).into()));
+    };
+    let task = spec.id.0;
+    // Resolve arguments: inline bytes as they came, located objects from this host's store
+    // (or fetched from their node).
+    let mut blobs: Vec<Option<Blob>> = Vec::with_capacity(run.args.len());
+    for a in &run.args {
+        match &a.kind {
+            Some(resolved_arg::Kind::Location(l)) => {
+                let object = ObjectId(l.object);
+                let spill = client.local_store().map(|s| s.spill_dir.clone());
+                let got = client.handle().block_on(objects::fetch(
+                    object,
+                    l,
+                    client.addr(),
+                    spill.as_deref(),
+                ));
+                match got {
+                    Ok(b) => blobs.push(Some(b)),
+                    Err(e) => {
+                        let e =
+                            starling_proto::RemoteError::new("starling::ObjectLost", e.to_string());
+                        return failed(task, task_done::Kind::BadArgument((&e).into()));
+                    }
+                }
+            }
+            _ => blobs.push(None),
+        }
+    }
+    let args: Vec<&[u8]> = run
+        .args
+        .iter()
+        .zip(&blobs)
+        .map(|(a, b)| match (&a.kind, b) {
+            (Some(resolved_arg::Kind::Inline(bytes)), _) => bytes.as_slice(),
+            (_, Some(b)) => &**b,
+            _ => &[],
+        })
+        .collect();
+    mark(Some(spec.id));
+    let invoked = exec::invoke(client.registry(), owner, worker, &spec, &args);
+    mark(None);
+    let kind = match invoked {
+        Invoked::Value(bytes) => match client.local_store() {
+            Some(local) if bytes.len() > INLINE_LIMIT => {
+                match local.write(spec.return_object(), &bytes) {
+                    Ok(_) => task_done::Kind::Stored(bytes.len() as u64),
+                    Err(_) => task_done::Kind::Inline(bytes),
+                }
+            }
+            _ => task_done::Kind::Inline(bytes),
+        },
+        Invoked::Failed(e) => task_done::Kind::Failed((&e).into()),
+        Invoked::BadArgument(e) => task_done::Kind::BadArgument((&e).into()),
+        Invoked::NotFound => task_done::Kind::FunctionNotFound(build_id().to_string()),
+    };
+    pb::TaskDone {
+        task,
+        kind: Some(kind),
+    }
+}
+
+/// Frames a task's output for the node agent's log tagging.
+fn mark(task: Option<starling_proto::TaskId>) {
+    let line = match task {
+        Some(t) => format!("\x1e[starling task {t}]\n"),
+        None => "\x1e[starling task -]\n".to_string(),
+    };
+    let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}

@@ -1,0 +1,84 @@
+//! The node agent's error type: one `thiserror` enum with a typed variant per way the agent can
+//! fail. Nothing in it names `tonic` or generated protobuf types, so callers (the CLI, the local
+//! cluster) can match on it without knowing the wire.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Why the node agent could not start, or why it stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No connection to the head within `connect_timeout`.
+    #[error("head unreachable at {addr}")]
+    HeadUnreachable {
+        /// The head address as configured.
+        addr: String,
+    },
+    /// The configured head address is not a valid URI or `host:port`.
+    #[error("`{addr}` is not a head address: {message}")]
+    InvalidHeadAddress {
+        /// The head address as configured.
+        addr: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The head answered but would not register this node (wrong protocol version, no node id).
+    #[error("the head refused this node: {message}")]
+    Refused {
+        /// The head's reason.
+        message: String,
+    },
+    /// The head's node stream ended or failed after registration. The agent has stopped its
+    /// worker processes.
+    #[error("lost the head at {addr}: {reason}")]
+    HeadLost {
+        /// The head address as configured.
+        addr: String,
+        /// How the stream ended.
+        reason: String,
+    },
+    /// A file or directory the agent needs could not be created, read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The object service could not listen on its address.
+    #[error("cannot serve objects on {addr}: {source}")]
+    Bind {
+        /// The address from `AgentConfig::object_bind`.
+        addr: SocketAddr,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A worker process could not be started.
+    #[error("cannot start worker binary {}: {source}", binary.display())]
+    Spawn {
+        /// The executable.
+        binary: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A job's binary could not be obtained from the head.
+    #[error("binary of build `{build}`: {message}")]
+    Binary {
+        /// The build id.
+        build: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl AgentError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        AgentError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

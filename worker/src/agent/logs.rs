@@ -1,0 +1,386 @@
+//! Worker-process logs: task markers, line tagging, and the pump that copies a process's
+//! stdout and stderr into its log file.
+//!
+//! A worker process runs many tasks one after another, so its raw output does not say which
+//! task printed what. The worker loop therefore prints a marker line, [`task_marker`], on stdout
+//! *and* stderr when it starts a task (`\x1e[starling task T42]`) and when it finishes one
+//! (`\x1e[starling task -]`). The agent strips the markers and prefixes every other line with
+//! the task and the stream: `[T42] out|text`, `[-] err|text` outside tasks. Each stream carries
+//! its own markers because the two pipes are read independently and their relative order is
+//! lost.
+//!
+//! # Invariants
+//! - Marker lines never reach the log file; every other byte does, one tagged line per input
+//!   line (a line longer than [`MAX_LINE`] is cut into several).
+//! - Marker parsing and tagging are pure ([`parse_marker`], [`LineTagger`], [`LineSplitter`]);
+//!   only `pump` does I/O.
+//! - The pump drains both pipes to their end even when the log file cannot be written, so a
+//!   worker never blocks on a full pipe.
+
+use std::fmt;
+use std::io::Write;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use starling_proto::TaskId;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+/// What starts every marker; the ASCII record separator keeps it out of ordinary output.
+pub const TASK_MARKER_PREFIX: &str = "\x1e[starling task ";
+
+/// The longest line written as one; longer input is split so memory stays bounded.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// The marker line (without its newline) a worker process prints on stdout and stderr when it
+/// starts `Some(task)` or finishes a task (`None`).
+pub fn task_marker(task: Option<TaskId>) -> String {
+    match task {
+        Some(t) => format!("{TASK_MARKER_PREFIX}{t}]"),
+        None => format!("{TASK_MARKER_PREFIX}-]"),
+    }
+}
+
+/// A parsed marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marker {
+    /// A task started.
+    Task(TaskId),
+    /// The running task finished.
+    Idle,
+}
+
+/// If `line` (without its newline; a trailing `\r` is ignored) ends with a marker, returns the
+/// text before the marker and the marker. The text is usually empty; it is not when the task
+/// printed a partial line (`print!` without a newline) just before the marker.
+pub fn parse_marker(line: &str) -> Option<(&str, Marker)> {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let start = line.rfind(TASK_MARKER_PREFIX)?;
+    let inner = line[start + TASK_MARKER_PREFIX.len()..].strip_suffix(']')?;
+    let marker = if inner == "-" {
+        Marker::Idle
+    } else {
+        let digits = inner.strip_prefix('T')?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Marker::Task(TaskId(digits.parse().ok()?))
+    };
+    Some((&line[..start], marker))
+}
+
+/// Which pipe a line came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output: tagged `out|`.
+    Out,
+    /// Standard error: tagged `err|`.
+    Err,
+}
+
+impl Stream {
+    fn tag(self) -> &'static str {
+        match self {
+            Stream::Out => "out|",
+            Stream::Err => "err|",
+        }
+    }
+}
+
+/// Tags the lines of one stream with the task that printed them.
+#[derive(Debug)]
+pub struct LineTagger {
+    stream: Stream,
+    task: Option<TaskId>,
+}
+
+impl LineTagger {
+    /// A tagger for `stream`, outside any task.
+    pub fn new(stream: Stream) -> Self {
+        LineTagger { stream, task: None }
+    }
+
+    /// The task this stream is in, as far as its markers say.
+    pub fn task(&self) -> Option<TaskId> {
+        self.task
+    }
+
+    /// Consumes one line (without its newline): a marker updates the current task and writes
+    /// nothing (but any text before it); any other line is appended to `out`, tagged, with a
+    /// newline.
+    pub fn tag(&mut self, line: &str, out: &mut String) {
+        match parse_marker(line) {
+            Some((before, marker)) => {
+                if !before.is_empty() {
+                    self.push(before, out);
+                }
+                self.task = match marker {
+                    Marker::Task(t) => Some(t),
+                    Marker::Idle => None,
+                };
+            }
+            None => self.push(line.strip_suffix('\r').unwrap_or(line), out),
+        }
+    }
+
+    fn push(&self, text: &str, out: &mut String) {
+        use fmt::Write as _;
+        // Writing into a String cannot fail.
+        let _ = match self.task {
+            Some(t) => writeln!(out, "[{t}] {}{text}", self.stream.tag()),
+            None => writeln!(out, "[-] {}{text}", self.stream.tag()),
+        };
+    }
+}
+
+/// Splits a byte stream into lines and tags them; bytes may arrive in any chunking.
+#[derive(Debug)]
+pub struct LineSplitter {
+    tagger: LineTagger,
+    pending: Vec<u8>,
+}
+
+impl LineSplitter {
+    /// A splitter for `stream`.
+    pub fn new(stream: Stream) -> Self {
+        LineSplitter {
+            tagger: LineTagger::new(stream),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Feeds `bytes`; every completed line is tagged into `out`.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut String) {
+        self.pending.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(pos) = self.pending[start..].iter().position(|&b| b == b'\n') {
+            let line = String::from_utf8_lossy(&self.pending[start..start + pos]);
+            self.tagger.tag(&line, out);
+            start += pos + 1;
+        }
+        self.pending.drain(..start);
+        // A runaway line without newlines is cut rather than buffered without bound.
+        while self.pending.len() >= MAX_LINE {
+            let rest = self.pending.split_off(MAX_LINE);
+            let line = String::from_utf8_lossy(&self.pending);
+            self.tagger.tag(&line, out);
+            self.pending = rest;
+        }
+    }
+
+    /// The stream ended: a last line without a newline is still written.
+    pub fn finish(&mut self, out: &mut String) {
+        if !self.pending.is_empty() {
+            let line = String::from_utf8_lossy(&self.pending).into_owned();
+            self.pending.clear();
+            self.tagger.tag(&line, out);
+        }
+    }
+}
+
+/// Copies `stdout` and `stderr` of one worker process into `file`, tagged, until both end (the
+/// process exited and nobody else holds the pipes). With no file the output is drained and
+/// dropped.
+pub(crate) async fn pump<O, E>(mut stdout: O, mut stderr: E, mut file: Option<tokio::fs::File>)
+where
+    O: AsyncRead + Unpin,
+    E: AsyncRead + Unpin,
+{
+    let mut out_lines = LineSplitter::new(Stream::Out);
+    let mut err_lines = LineSplitter::new(Stream::Err);
+    let mut out_buf = vec![0u8; 16 * 1024];
+    let mut err_buf = vec![0u8; 16 * 1024];
+    let (mut out_open, mut err_open) = (true, true);
+    while out_open || err_open {
+        let mut text = String::new();
+        // `read` is cancel-safe, so losing the race in `select!` loses no bytes.
+        tokio::select! {
+            r = stdout.read(&mut out_buf), if out_open => match r {
+                Ok(n) if n > 0 => out_lines.feed(&out_buf[..n], &mut text),
+                _ => {
+                    out_open = false;
+                    out_lines.finish(&mut text);
+                }
+            },
+            r = stderr.read(&mut err_buf), if err_open => match r {
+                Ok(n) if n > 0 => err_lines.feed(&err_buf[..n], &mut text),
+                _ => {
+                    err_open = false;
+                    err_lines.finish(&mut text);
+                }
+            },
+        }
+        if text.is_empty() {
+            continue;
+        }
+        if let Some(f) = file.as_mut() {
+            // Flushing each batch makes the log readable while the worker runs (`job.logs`).
+            let ok = f.write_all(text.as_bytes()).await.is_ok() && f.flush().await.is_ok();
+            if !ok {
+                file = None;
+            }
+        }
+    }
+    if let Some(mut f) = file {
+        let _ = f.flush().await;
+    }
+}
+
+/// The agent's own log (`log_dir/agent-N<id>.log`): worker starts and exits, restart limits,
+/// binary downloads, spill errors. Best effort: a log that cannot be written is not an error
+/// worth stopping a node for.
+#[derive(Debug)]
+pub(crate) struct AgentLog {
+    file: Mutex<Option<std::fs::File>>,
+}
+
+impl AgentLog {
+    /// Opens (appends to) `path`; on failure the log discards lines.
+    pub(crate) fn open(path: &Path) -> Self {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok();
+        AgentLog {
+            file: Mutex::new(file),
+        }
+    }
+
+    /// A log that discards everything.
+    #[cfg(test)]
+    pub(crate) fn discard() -> Self {
+        AgentLog {
+            file: Mutex::new(None),
+        }
+    }
+
+    /// Appends one timestamped line.
+    pub(crate) fn line(&self, args: fmt::Arguments<'_>) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let text = format!("{}.{:03} {args}\n", now.as_secs(), now.subsec_millis());
+        let mut file = self.file.lock();
+        if let Some(f) = file.as_mut() {
+            if f.write_all(text.as_bytes()).is_err() {
+                *file = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_round_trip() {
+        let m = task_marker(Some(TaskId(42)));
+        assert_eq!(m, "\x1e[starling task T42]");
+        assert_eq!(parse_marker(&m), Some(("", Marker::Task(TaskId(42)))));
+        let idle = task_marker(None);
+        assert_eq!(idle, "\x1e[starling task -]");
+        assert_eq!(parse_marker(&idle), Some(("", Marker::Idle)));
+        assert_eq!(
+            parse_marker(&format!("{m}\r")),
+            Some(("", Marker::Task(TaskId(42))))
+        );
+    }
+
+    #[test]
+    fn markers_after_partial_output() {
+        let line = format!("progress 50%{}", task_marker(None));
+        assert_eq!(parse_marker(&line), Some(("progress 50%", Marker::Idle)));
+    }
+
+    #[test]
+    fn not_markers() {
+        for line in [
+            "",
+            "hello",
+            "[starling task T1]",
+            "\x1e[starling task T]",
+            "\x1e[starling task T+1]",
+            "\x1e[starling task 1]",
+            "\x1e[starling task T1] trailing",
+            "\x1e[starling task Tx]",
+            "\x1e[starling task T99999999999999999999999]",
+        ] {
+            assert_eq!(parse_marker(line), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn tagger_follows_markers() {
+        let mut t = LineTagger::new(Stream::Out);
+        let mut out = String::new();
+        t.tag("before", &mut out);
+        t.tag(&task_marker(Some(TaskId(7))), &mut out);
+        assert_eq!(t.task(), Some(TaskId(7)));
+        t.tag("inside\r", &mut out);
+        t.tag(&format!("tail{}", task_marker(None)), &mut out);
+        t.tag("after", &mut out);
+        assert_eq!(
+            out,
+            "[-] out|before\n[T7] out|inside\n[T7] out|tail\n[-] out|after\n"
+        );
+        let mut e = LineTagger::new(Stream::Err);
+        let mut out = String::new();
+        e.tag("boom", &mut out);
+        assert_eq!(out, "[-] err|boom\n");
+    }
+
+    #[test]
+    fn splitter_handles_any_chunking() {
+        let input = format!(
+            "a\n{}\nb1\nb2\n{}\nc",
+            task_marker(Some(TaskId(3))),
+            task_marker(None)
+        );
+        let expected = "[-] out|a\n[T3] out|b1\n[T3] out|b2\n[-] out|c\n";
+        for chunk in 1..input.len() {
+            let mut s = LineSplitter::new(Stream::Out);
+            let mut out = String::new();
+            for piece in input.as_bytes().chunks(chunk) {
+                s.feed(piece, &mut out);
+            }
+            s.finish(&mut out);
+            assert_eq!(out, expected, "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn splitter_cuts_long_lines_and_keeps_invalid_utf8() {
+        let mut s = LineSplitter::new(Stream::Err);
+        let mut out = String::new();
+        s.feed(&vec![b'x'; MAX_LINE + 10], &mut out);
+        assert_eq!(out.lines().count(), 1);
+        s.feed(b"\n\xff\n", &mut out);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1], "[-] err|xxxxxxxxxx");
+        assert_eq!(lines[2], "[-] err|\u{fffd}");
+    }
+
+    #[tokio::test]
+    async fn pump_writes_both_streams() {
+        let dir = std::env::temp_dir().join(format!("starling-logs-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.log");
+        let file = tokio::fs::File::create(&path).await.unwrap();
+        let out = format!(
+            "{}\nhi\n{}\n",
+            task_marker(Some(TaskId(1))),
+            task_marker(None)
+        );
+        pump(out.as_bytes(), &b"warn"[..], Some(file)).await;
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(lines, ["[-] err|warn", "[T1] out|hi"]);
+        let log = AgentLog::discard();
+        log.line(format_args!("ignored"));
+    }
+}

@@ -1,0 +1,721 @@
+//! The node agent: one per host (or several per host in the local cluster). It registers the
+//! node with the head, runs the worker processes the head asks for, keeps their logs, serves the
+//! node's objects to other nodes, and keeps the node's object store under its memory cap.
+//!
+//! ```text
+//!             Attach (NodeBatch ⇄ HeadToNodeBatch)
+//!   head ◀──────────────────────────────────────────▶ agent loop ──▶ Supervisor ──▶ worker processes
+//!     ▲  GetBinary (job binaries, cached per node)        │  heartbeat, usage          │ stdout/stderr
+//!     └───────────────────────────────────────────────────┤                            ▼
+//!                        other nodes ── Fetch ──▶ ObjectService ◀── store_dir / spill_dir ◀── logs
+//! ```
+//!
+//! [`start`] connects (retrying until `connect_timeout`), sends `NodeHello`, and returns once
+//! the head has assigned the node id. From then on one task, the agent loop, owns all state: it
+//! handles the head's ops (`StartWorkers`, `StopJob`, `FreeObject`), worker exits, and the
+//! heartbeat tick. Slow work (binary downloads, spilling, file deletion) runs on other tasks
+//! and reports back, so heartbeats stay on time.
+//!
+//! # Invariants
+//! - No worker process outlives the agent: the loop kills and reaps them all when it ends
+//!   (shutdown, [`AgentHandle`] dropped, head lost), and every process is spawned with
+//!   `kill_on_drop` for the case where the runtime itself goes away.
+//! - The heartbeat never waits for disk work: store usage is measured on the blocking pool and
+//!   reported when ready.
+//! - Worker processes see the node through environment variables only ([`env`](mod@env)).
+//! - The store and spill directories are removed when the agent stops if, and only if, the
+//!   agent created them.
+
+mod binary;
+mod disk;
+mod error;
+pub mod logs;
+mod objects;
+mod procs;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use starling_proto::pb::head_to_node_op::Kind as HeadKind;
+use starling_proto::pb::node_op::Kind as NodeKind;
+use starling_proto::{pb, JobId, NodeId, ObjectId, ResourceSet};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::Streaming;
+
+use self::binary::BinaryCache;
+use self::disk::Disk;
+use self::logs::AgentLog;
+use self::objects::ObjectServer;
+use self::procs::{ProcEvent, SpawnConfig, Supervisor};
+
+pub use self::error::AgentError;
+pub use self::objects::CHUNK as FETCH_CHUNK;
+pub use self::procs::{MAX_RESTARTS, RESTART_WINDOW};
+
+/// The largest gRPC message the agent sends or accepts, on clients and servers alike.
+pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// The environment a worker process is started with (on top of the agent's own). The binary
+/// enters worker mode when it sees [`WORKER_HEAD`](env::WORKER_HEAD).
+pub mod env {
+    /// The head address, exactly as the agent was configured with it.
+    pub const WORKER_HEAD: &str = "STARLING_WORKER_HEAD";
+    /// The node id, in decimal (`3`, not `N3`).
+    pub const NODE_ID: &str = "STARLING_NODE_ID";
+    /// The job id, in decimal.
+    pub const JOB_ID: &str = "STARLING_JOB_ID";
+    /// The node's object store directory (absolute); an object is the file `<dir>/<id>`.
+    pub const STORE_DIR: &str = "STARLING_STORE_DIR";
+    /// Where objects over the store's cap are moved (absolute); same file names.
+    pub const SPILL_DIR: &str = "STARLING_SPILL_DIR";
+    /// The node's object service, `host:port`.
+    pub const OBJECT_ADDR: &str = "STARLING_OBJECT_ADDR";
+}
+
+/// How to run a node agent.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The head: `http://host:port` or `host:port`.
+    pub head: String,
+    /// The resources this node offers (CPU, GPU, custom).
+    pub resources: ResourceSet,
+    /// The compute pool to join; `""` is the default pool.
+    pub pool: String,
+    /// Where objects live in memory (a tmpfs such as `/dev/shm/...`). Created if missing, and
+    /// then removed with its contents when the agent stops.
+    pub store_dir: PathBuf,
+    /// Where objects go when the store is over its cap (disk). Created if missing, and then
+    /// removed with its contents when the agent stops.
+    pub spill_dir: PathBuf,
+    /// The memory cap of `store_dir`, in bytes.
+    pub store_cap_bytes: u64,
+    /// One log file per worker process (`worker-J<job>-<pid>.log`) and the agent's own
+    /// (`agent-N<node>.log`); created if missing.
+    pub log_dir: PathBuf,
+    /// `Some(path)`: run this binary for every job (the local cluster runs the driver's own
+    /// executable). `None`: download each job's binary from the head by build id.
+    pub worker_binary: Option<PathBuf>,
+    /// Where downloaded binaries are kept (`<cache_dir>/<build>`).
+    pub cache_dir: PathBuf,
+    /// Where the object service listens (port 0: any free port).
+    pub object_bind: SocketAddr,
+    /// How often to send a heartbeat (and measure the store).
+    pub heartbeat: Duration,
+    /// How long to keep trying to reach and register with the head.
+    pub connect_timeout: Duration,
+}
+
+impl AgentConfig {
+    /// A configuration with defaults for everything but the head and the resources: a fresh
+    /// store under `/dev/shm` (or the temp dir where there is none), spill, logs and binary
+    /// cache under the temp dir, a cap of 30% of physical memory, the object service on any
+    /// port of all interfaces, a 1 s heartbeat and a 10 s connect timeout.
+    pub fn new(head: impl Into<String>, resources: ResourceSet) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let unique = format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let tmp = std::env::temp_dir().join("starling");
+        let shm = Path::new("/dev/shm");
+        let store_root = if shm.is_dir() {
+            shm.join("starling")
+        } else {
+            tmp.clone()
+        };
+        AgentConfig {
+            head: head.into(),
+            resources,
+            pool: String::new(),
+            store_dir: store_root.join(format!("store-{unique}")),
+            spill_dir: tmp.join(format!("spill-{unique}")),
+            store_cap_bytes: default_store_cap(),
+            log_dir: tmp.join("logs"),
+            worker_binary: None,
+            cache_dir: tmp.join("bin-cache"),
+            object_bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+            heartbeat: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// 30% of `MemTotal`, or 2 GiB where `/proc/meminfo` cannot be read.
+fn default_store_cap() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+    });
+    total_kib.map_or(2 << 30, |kib| kib * 1024 / 10 * 3)
+}
+
+/// A running node agent. Dropping it stops the agent (workers killed, no orphans).
+#[derive(Debug)]
+pub struct AgentHandle {
+    node: NodeId,
+    object_address: SocketAddr,
+    head: String,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<Result<(), AgentError>>>,
+    /// Set once the loop has ended: `None` for a clean stop, else why the head was lost.
+    ended: Option<Option<String>>,
+}
+
+impl AgentHandle {
+    /// The id the head assigned to this node.
+    pub fn node_id(&self) -> NodeId {
+        self.node
+    }
+
+    /// The object service's address, as announced to the head.
+    pub fn object_address(&self) -> SocketAddr {
+        self.object_address
+    }
+
+    /// Stops the agent: kills every worker process, waits until they are gone, closes the
+    /// node stream (the head sees the node leave) and the object service.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        let _ = self.wait().await;
+    }
+
+    /// Waits until the agent stops: `Ok` after [`shutdown`](Self::shutdown) (or a stop from
+    /// elsewhere), [`AgentError::HeadLost`] when the head's stream ended or failed. Calling it
+    /// again returns the same outcome at once.
+    pub async fn wait(&mut self) -> Result<(), AgentError> {
+        if let Some(task) = self.task.as_mut() {
+            let outcome = match task.await {
+                Ok(Ok(())) => None,
+                Ok(Err(AgentError::HeadLost { reason, .. })) => Some(reason),
+                Ok(Err(other)) => Some(other.to_string()),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => None, // The runtime is shutting down; its processes die with it.
+            };
+            self.task = None;
+            self.ended = Some(outcome);
+        }
+        match self.ended.clone().flatten() {
+            None => Ok(()),
+            Some(reason) => Err(AgentError::HeadLost {
+                addr: self.head.clone(),
+                reason,
+            }),
+        }
+    }
+}
+
+impl Drop for AgentHandle {
+    fn drop(&mut self) {
+        // The loop sees this (or the sender's drop) and kills every worker process.
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Starts a node agent and returns once the head has registered it (the node id is known).
+pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
+    let uri = head_uri(&config.head)?;
+    let fresh_store = !config.store_dir.exists();
+    let fresh_spill = !config.spill_dir.exists();
+    for dir in [
+        &config.store_dir,
+        &config.spill_dir,
+        &config.log_dir,
+        &config.cache_dir,
+    ] {
+        std::fs::create_dir_all(dir).map_err(|e| AgentError::io(dir, e))?;
+    }
+    // Absolute paths: worker processes and same-host readers may run in other directories.
+    let absolute = |p: &Path| std::fs::canonicalize(p).map_err(|e| AgentError::io(p, e));
+    let store_dir = absolute(&config.store_dir)?;
+    let spill_dir = absolute(&config.spill_dir)?;
+    let log_dir = absolute(&config.log_dir)?;
+    let cache_dir = absolute(&config.cache_dir)?;
+    let mut owned = OwnedDirs(Vec::new());
+    for (fresh, dir) in [(fresh_store, &store_dir), (fresh_spill, &spill_dir)] {
+        if fresh {
+            owned.0.push(dir.clone());
+        }
+    }
+
+    let listener = TcpListener::bind(config.object_bind)
+        .await
+        .map_err(|source| AgentError::Bind {
+            addr: config.object_bind,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| AgentError::Bind {
+        addr: config.object_bind,
+        source,
+    })?;
+
+    let deadline = Instant::now() + config.connect_timeout;
+    let channel = connect(&config.head, &uri, deadline).await?;
+    let object_address = advertised(bound, &uri).await;
+    let mut head = pb::head_client::HeadClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+
+    let (outbound, outbound_rx) = mpsc::unbounded_channel();
+    let hello = pb::NodeHello {
+        version: starling_proto::PROTOCOL_VERSION,
+        resources: Some(pb::Resources::from(&config.resources)),
+        object_address: object_address.to_string(),
+        pool: config.pool.clone(),
+        store_dir: store_dir.display().to_string(),
+        previous_id: 0,
+    };
+    let _ = outbound.send(batch(vec![NodeKind::Hello(hello)]));
+    let (node, inbound, early) = register(
+        &config.head,
+        &mut head,
+        outbound_rx,
+        deadline,
+        config.connect_timeout,
+    )
+    .await?;
+
+    let log = Arc::new(AgentLog::open(&log_dir.join(format!("agent-{node}.log"))));
+    log.line(format_args!(
+        "registered as {node} with {} (resources {}, pool {:?}, objects at {object_address})",
+        config.head, config.resources, config.pool
+    ));
+
+    let disk = Arc::new(Disk::new(
+        store_dir.clone(),
+        spill_dir.clone(),
+        config.store_cap_bytes,
+    ));
+    let (object_stop, object_stopped) = oneshot::channel::<()>();
+    let service =
+        pb::object_service_server::ObjectServiceServer::new(ObjectServer { disk: disk.clone() })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let server_log = log.clone();
+    tokio::spawn(async move {
+        let served = Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = object_stopped.await;
+            })
+            .await;
+        if let Err(e) = served {
+            server_log.line(format_args!("object service stopped: {e}"));
+        }
+    });
+
+    let cache = match config.worker_binary {
+        Some(_) => None,
+        None => Some(Arc::new(BinaryCache::new(cache_dir, head.clone()))),
+    };
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let spawn = SpawnConfig::new(
+        &config,
+        node,
+        &store_dir,
+        &spill_dir,
+        &object_address.to_string(),
+        log_dir,
+    );
+    let (stop, stop_rx) = watch::channel(false);
+    let agent = Loop {
+        head: config.head.clone(),
+        outbound,
+        inbound,
+        supervisor: Supervisor::new(spawn, cache, events_tx, log.clone()),
+        events,
+        disk,
+        log,
+        stop: stop_rx,
+        object_stop: Some(object_stop),
+        maintenance: None,
+        owned,
+    };
+    let task = tokio::spawn(agent.run(config.heartbeat, early));
+    Ok(AgentHandle {
+        node,
+        object_address,
+        head: config.head,
+        stop,
+        task: Some(task),
+        ended: None,
+    })
+}
+
+/// `host:port` or a full URI, as a URI tonic can dial.
+fn head_uri(addr: &str) -> Result<String, AgentError> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let parsed: tonic::transport::Uri =
+        uri.parse()
+            .map_err(
+                |e: tonic::codegen::http::uri::InvalidUri| AgentError::InvalidHeadAddress {
+                    addr: addr.to_string(),
+                    message: e.to_string(),
+                },
+            )?;
+    if parsed.host().is_none() {
+        return Err(AgentError::InvalidHeadAddress {
+            addr: addr.to_string(),
+            message: "no host".to_string(),
+        });
+    }
+    Ok(uri)
+}
+
+/// Dials the head until it answers or `deadline` passes.
+async fn connect(addr: &str, uri: &str, deadline: Instant) -> Result<Channel, AgentError> {
+    let unreachable = || AgentError::HeadUnreachable {
+        addr: addr.to_string(),
+    };
+    let endpoint = Endpoint::from_shared(uri.to_string())
+        .map_err(|e| AgentError::InvalidHeadAddress {
+            addr: addr.to_string(),
+            message: e.to_string(),
+        })?
+        .tcp_nodelay(true)
+        // Keepalives notice a head that vanished without closing the connection.
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(true);
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(unreachable());
+        }
+        let endpoint = endpoint.clone().connect_timeout(left);
+        if let Ok(Ok(channel)) = tokio::time::timeout(left, endpoint.connect()).await {
+            return Ok(channel);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(unreachable());
+        }
+        tokio::time::sleep(backoff.min(left)).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// The object service's address as other hosts should dial it: the bound address, except that
+/// an unspecified IP (`0.0.0.0`) becomes this host's IP on the route to the head.
+async fn advertised(bound: SocketAddr, uri: &str) -> SocketAddr {
+    if !bound.ip().is_unspecified() {
+        return bound;
+    }
+    let mut ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    if let Ok(parsed) = uri.parse::<tonic::transport::Uri>() {
+        if let Some(host) = parsed.host() {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let port = parsed.port_u16().unwrap_or(80);
+            if let Ok(Some(head)) = tokio::net::lookup_host((host, port))
+                .await
+                .map(|mut it| it.next())
+            {
+                // Connecting a UDP socket sends nothing; it only asks the kernel for the route.
+                let any: SocketAddr = if head.is_ipv4() {
+                    (Ipv4Addr::UNSPECIFIED, 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                };
+                if let Ok(sock) = std::net::UdpSocket::bind(any) {
+                    if sock.connect(head).is_ok() {
+                        if let Ok(local) = sock.local_addr() {
+                            ip = local.ip();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    SocketAddr::new(ip, bound.port())
+}
+
+type Registered = (NodeId, Streaming<pb::HeadToNodeBatch>, Vec<HeadKind>);
+
+/// Opens `Attach` (the hello is already queued) and waits for the node id. Ops that arrive in
+/// the same batches as the id, or before it, are returned to be handled first.
+async fn register(
+    addr: &str,
+    head: &mut pb::head_client::HeadClient<Channel>,
+    outbound: mpsc::UnboundedReceiver<pb::NodeBatch>,
+    deadline: Instant,
+    connect_timeout: Duration,
+) -> Result<Registered, AgentError> {
+    let refused = |message: String| AgentError::Refused { message };
+    let attach = head.attach(UnboundedReceiverStream::new(outbound));
+    let mut inbound = match tokio::time::timeout_at(deadline, attach).await {
+        Err(_) => {
+            return Err(AgentError::HeadUnreachable {
+                addr: addr.to_string(),
+            })
+        }
+        Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
+            return Err(AgentError::HeadUnreachable {
+                addr: addr.to_string(),
+            })
+        }
+        Ok(Err(status)) => {
+            return Err(refused(format!(
+                "{:?}: {}",
+                status.code(),
+                status.message()
+            )))
+        }
+        Ok(Ok(response)) => response.into_inner(),
+    };
+    let mut early = Vec::new();
+    loop {
+        let next = tokio::time::timeout_at(deadline, inbound.message())
+            .await
+            .map_err(|_| {
+                refused(format!(
+                    "no node id within {:.1}s of connecting",
+                    connect_timeout.as_secs_f64()
+                ))
+            })?;
+        match next {
+            Ok(Some(b)) => {
+                let mut node = None;
+                for op in b.ops.into_iter().filter_map(|op| op.kind) {
+                    match op {
+                        HeadKind::NodeId(id) if node.is_none() => node = Some(NodeId(id)),
+                        other => early.push(other),
+                    }
+                }
+                if let Some(node) = node {
+                    return Ok((node, inbound, early));
+                }
+            }
+            Ok(None) => {
+                return Err(refused(
+                    "the head closed the stream before assigning a node id".into(),
+                ))
+            }
+            Err(status) => {
+                return Err(refused(format!(
+                    "{:?}: {}",
+                    status.code(),
+                    status.message()
+                )))
+            }
+        }
+    }
+}
+
+fn batch(ops: Vec<NodeKind>) -> pb::NodeBatch {
+    pb::NodeBatch {
+        ops: ops
+            .into_iter()
+            .map(|k| pb::NodeOp { kind: Some(k) })
+            .collect(),
+    }
+}
+
+/// What one store maintenance pass returns: the usage and the objects it spilled.
+type Maintained = std::io::Result<(pb::StoreUsage, Vec<ObjectId>)>;
+
+/// The agent loop's state; see the module docs.
+struct Loop {
+    head: String,
+    outbound: mpsc::UnboundedSender<pb::NodeBatch>,
+    inbound: Streaming<pb::HeadToNodeBatch>,
+    supervisor: Supervisor,
+    events: mpsc::UnboundedReceiver<ProcEvent>,
+    disk: Arc<Disk>,
+    log: Arc<AgentLog>,
+    stop: watch::Receiver<bool>,
+    object_stop: Option<oneshot::Sender<()>>,
+    /// The store measurement in flight, if any.
+    maintenance: Option<JoinHandle<Maintained>>,
+    owned: OwnedDirs,
+}
+
+/// The store and spill directories this agent created; they are removed with their contents
+/// when the agent stops (or fails to start). A directory that existed before is never removed:
+/// it belongs to whoever made it.
+struct OwnedDirs(Vec<PathBuf>);
+
+impl Drop for OwnedDirs {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl Loop {
+    async fn run(mut self, heartbeat: Duration, early: Vec<HeadKind>) -> Result<(), AgentError> {
+        for op in early {
+            self.on_head_op(op).await;
+        }
+        // `interval` panics on zero; a 10 ms floor also keeps a typo from flooding the head.
+        let mut tick = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let outcome = loop {
+            tokio::select! {
+                // Stop requests win over everything else.
+                biased;
+                () = stopped(&mut self.stop) => break Ok(()),
+                msg = self.inbound.message() => match msg {
+                    Ok(Some(b)) => {
+                        for op in b.ops.into_iter().filter_map(|op| op.kind) {
+                            self.on_head_op(op).await;
+                        }
+                    }
+                    Ok(None) => break Err("the head closed the node stream".to_string()),
+                    Err(status) => break Err(format!("node stream failed: {}", status.message())),
+                },
+                Some(event) = self.events.recv() => self.on_event(event).await,
+                result = wait_maintenance(&mut self.maintenance) => self.on_maintenance(result),
+                _ = tick.tick() => self.on_tick().await,
+            }
+        };
+        match &outcome {
+            Ok(()) => self.log.line(format_args!("shutting down")),
+            Err(reason) => self
+                .log
+                .line(format_args!("lost the head: {reason}; stopping")),
+        }
+        self.supervisor.kill_all().await;
+        if let Some(stop) = self.object_stop.take() {
+            let _ = stop.send(());
+        }
+        // Nobody can reach this node's objects any more; give the memory back.
+        let dirs = std::mem::take(&mut self.owned.0);
+        let _ = tokio::task::spawn_blocking(move || drop(OwnedDirs(dirs))).await;
+        outcome.map_err(|reason| AgentError::HeadLost {
+            addr: self.head.clone(),
+            reason,
+        })
+    }
+
+    fn send(&self, ops: Vec<NodeKind>) {
+        // A closed stream shows up on the inbound side; nothing to do here.
+        let _ = self.outbound.send(batch(ops));
+    }
+
+    async fn on_head_op(&mut self, op: HeadKind) {
+        match op {
+            HeadKind::NodeId(id) => {
+                self.log
+                    .line(format_args!("ignoring a second node id N{id}"));
+            }
+            HeadKind::StartWorkers(s) => {
+                self.supervisor
+                    .start_workers(JobId(s.job), &s.build, s.count)
+                    .await;
+            }
+            HeadKind::StopJob(job) => self.supervisor.stop_job(JobId(job)).await,
+            HeadKind::FreeObject(object) => {
+                let (disk, log) = (self.disk.clone(), self.log.clone());
+                // Off the loop: a delete on a slow disk must not delay heartbeats.
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = disk.free(ObjectId(object)) {
+                        log.line(format_args!("cannot free O{object}: {e}"));
+                    }
+                });
+            }
+        }
+    }
+
+    async fn on_event(&mut self, event: ProcEvent) {
+        match event {
+            ProcEvent::Exited { job, pid, code } => {
+                self.send(vec![NodeKind::WorkerExit(pb::WorkerExit {
+                    job: job.0,
+                    pid,
+                    code,
+                })]);
+                self.supervisor.on_exit(job, pid, code).await;
+            }
+            ProcEvent::Binary { job, result } => self.supervisor.on_binary(job, result).await,
+        }
+    }
+
+    async fn on_tick(&mut self) {
+        self.send(vec![NodeKind::Heartbeat(true)]);
+        if self.maintenance.is_none() {
+            let disk = self.disk.clone();
+            self.maintenance = Some(tokio::task::spawn_blocking(move || disk.maintain()));
+        }
+        self.supervisor.tick().await;
+    }
+
+    fn on_maintenance(&mut self, result: Result<Maintained, tokio::task::JoinError>) {
+        self.maintenance = None;
+        match result {
+            Ok(Ok((usage, spilled))) => {
+                if !spilled.is_empty() {
+                    self.log.line(format_args!(
+                        "store over its cap: spilled {} object(s), {} B left in memory",
+                        spilled.len(),
+                        usage.memory_bytes
+                    ));
+                }
+                self.send(vec![NodeKind::Usage(usage)]);
+            }
+            Ok(Err(e)) => self
+                .log
+                .line(format_args!("cannot measure or spill the store: {e}")),
+            Err(e) => self.log.line(format_args!("store maintenance failed: {e}")),
+        }
+    }
+}
+
+/// Resolves once a stop is requested or the handle is gone.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Resolves when the maintenance in flight finishes; never while none is.
+async fn wait_maintenance(
+    maintenance: &mut Option<JoinHandle<Maintained>>,
+) -> Result<Maintained, tokio::task::JoinError> {
+    match maintenance {
+        Some(handle) => handle.await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_addresses() {
+        assert_eq!(head_uri("127.0.0.1:7000").unwrap(), "http://127.0.0.1:7000");
+        assert_eq!(head_uri("http://h:1").unwrap(), "http://h:1");
+        assert!(matches!(
+            head_uri("a b:1"),
+            Err(AgentError::InvalidHeadAddress { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn advertises_a_routable_address() {
+        let bound: SocketAddr = "0.0.0.0:4321".parse().unwrap();
+        let a = advertised(bound, "http://127.0.0.1:7000").await;
+        assert_eq!(a, "127.0.0.1:4321".parse().unwrap());
+        let specific: SocketAddr = "127.0.0.1:5".parse().unwrap();
+        assert_eq!(advertised(specific, "http://x:1").await, specific);
+    }
+}

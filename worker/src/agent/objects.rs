@@ -1,0 +1,98 @@
+//! The node's object service: other nodes and drivers fetch large objects from it.
+//!
+//! `Fetch(FetchRequest { object })` streams the object's file (from the store, else from the
+//! spill directory) in [`CHUNK`]-sized chunks; the first chunk carries the total size, also for
+//! an empty object (which is one empty chunk). A missing object is `NOT_FOUND`.
+//!
+//! # Invariants
+//! - The file is opened once, before the response starts, so a spill or free that happens
+//!   during the transfer cannot tear it: the open descriptor keeps the bytes readable.
+//! - Chunks are exactly [`CHUNK`] bytes except the last, so a receiver can preallocate.
+
+use std::sync::Arc;
+
+use starling_proto::{pb, ObjectId};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::disk::Disk;
+
+/// Bytes per streamed chunk.
+pub const CHUNK: usize = 1 << 20;
+
+/// The gRPC `ObjectService` of one node.
+#[derive(Debug)]
+pub(crate) struct ObjectServer {
+    pub(crate) disk: Arc<Disk>,
+}
+
+#[tonic::async_trait]
+impl pb::object_service_server::ObjectService for ObjectServer {
+    type FetchStream = ReceiverStream<Result<pb::Chunk, Status>>;
+
+    async fn fetch(
+        &self,
+        request: Request<pb::FetchRequest>,
+    ) -> Result<Response<Self::FetchStream>, Status> {
+        let id = ObjectId(request.into_inner().object);
+        let (file, path) = self.disk.open(id).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Status::not_found(format!(
+                    "object {id} is not on this node (neither {} nor {})",
+                    self.disk.store_path(id).display(),
+                    self.disk.spill_path(id).display()
+                ))
+            } else {
+                Status::internal(format!("cannot open object {id}: {e}"))
+            }
+        })?;
+        let total = file
+            .metadata()
+            .await
+            .map_err(|e| Status::internal(format!("cannot stat {}: {e}", path.display())))?
+            .len();
+        // A small window: enough to keep the connection busy, bounded memory per transfer.
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(send_file(file, total, tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Reads `file` in full chunks and sends them until the end or until the receiver hangs up.
+async fn send_file(
+    mut file: tokio::fs::File,
+    total: u64,
+    tx: mpsc::Sender<Result<pb::Chunk, Status>>,
+) {
+    let mut first = true;
+    loop {
+        let mut data = vec![0u8; CHUNK];
+        let mut filled = 0;
+        while filled < CHUNK {
+            match file.read(&mut data[filled..]).await {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) => {
+                    let _ = tx
+                        .send(Err(Status::internal(format!("read failed: {e}"))))
+                        .await;
+                    return;
+                }
+            }
+        }
+        if filled == 0 && !first {
+            return;
+        }
+        data.truncate(filled);
+        let chunk = pb::Chunk {
+            data,
+            total: if first { total } else { 0 },
+        };
+        first = false;
+        if tx.send(Ok(chunk)).await.is_err() || filled < CHUNK {
+            return;
+        }
+    }
+}

@@ -1,0 +1,500 @@
+//! The worker-process pool of one node: start processes for jobs, watch them, replace the ones
+//! that die, kill them on `StopJob` and shutdown.
+//!
+//! Each process is owned by a watcher task that waits for it and reports its exit as a
+//! [`ProcEvent::Exited`]; the supervisor keeps, per job, a kill switch per live process. Only
+//! the agent's loop touches the supervisor, so its table needs no lock.
+//!
+//! # Invariants
+//! - A process is in its job's table from spawn until its exit is handled or its job is
+//!   stopped; a process absent from the table is never restarted.
+//! - A process that exits while its job is still in the table is replaced, at most
+//!   [`MAX_RESTARTS`] times per [`RESTART_WINDOW`] per job; a replacement the limit holds back
+//!   is retried on a later [`Supervisor::tick`], not forgotten.
+//! - No process outlives the supervisor: dropping a kill switch kills the process, and every
+//!   command is spawned with `kill_on_drop`, so even an aborted watcher kills its child.
+//! - After [`Supervisor::kill_all`] nothing is started again.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use starling_proto::{JobId, NodeId};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::binary::BinaryCache;
+use super::error::AgentError;
+use super::logs::{pump, AgentLog};
+use super::{env, AgentConfig};
+
+/// Replacements allowed per job within [`RESTART_WINDOW`].
+pub const MAX_RESTARTS: usize = 5;
+/// The window of [`MAX_RESTARTS`].
+pub const RESTART_WINDOW: Duration = Duration::from_secs(60);
+/// How long a killed process may take to be reaped before we stop waiting for it.
+const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Linux `ETXTBSY`: the executable is still open for writing somewhere (typically a just-written
+/// file inherited for an instant by a concurrently forked child). Retrying shortly fixes it.
+const ETXTBSY: i32 = 26;
+
+/// What the watchers and downloads tell the agent's loop.
+#[derive(Debug)]
+pub(crate) enum ProcEvent {
+    /// A worker process exited; `code` is its exit code, or minus the signal that killed it.
+    Exited { job: JobId, pid: u32, code: i32 },
+    /// A job's binary download finished.
+    Binary {
+        job: JobId,
+        result: Result<PathBuf, AgentError>,
+    },
+}
+
+/// What every worker process is started with.
+#[derive(Debug)]
+pub(crate) struct SpawnConfig {
+    /// `(name, value)` pairs set on top of the agent's own environment (job id added per job).
+    pub env: Vec<(&'static str, String)>,
+    pub log_dir: PathBuf,
+    /// `AgentConfig::worker_binary`.
+    pub fixed_binary: Option<PathBuf>,
+}
+
+impl SpawnConfig {
+    pub(crate) fn new(
+        config: &AgentConfig,
+        node: NodeId,
+        store_dir: &Path,
+        spill_dir: &Path,
+        object_address: &str,
+        log_dir: PathBuf,
+    ) -> Self {
+        SpawnConfig {
+            env: vec![
+                (env::WORKER_HEAD, config.head.clone()),
+                (env::NODE_ID, node.0.to_string()),
+                (env::STORE_DIR, store_dir.display().to_string()),
+                (env::SPILL_DIR, spill_dir.display().to_string()),
+                (env::OBJECT_ADDR, object_address.to_string()),
+            ],
+            log_dir,
+            fixed_binary: config.worker_binary.clone(),
+        }
+    }
+}
+
+/// A live process: the switch that kills it and the watcher that reaps it.
+struct Proc {
+    kill: Option<oneshot::Sender<()>>,
+    watcher: JoinHandle<()>,
+}
+
+enum Binary {
+    /// Not on this node (never asked for, or the last download failed).
+    Missing,
+    Fetching,
+    Ready(PathBuf),
+}
+
+struct Job {
+    build: String,
+    binary: Binary,
+    /// Processes asked for while the binary downloads.
+    pending: u32,
+    procs: HashMap<u32, Proc>,
+    /// Processes that died and still need a replacement.
+    debt: u32,
+    /// When replacements were started, within the window.
+    restarts: VecDeque<Instant>,
+    limit_logged: bool,
+}
+
+/// The worker processes of this node, by job.
+pub(crate) struct Supervisor {
+    spawn: SpawnConfig,
+    cache: Option<Arc<BinaryCache>>,
+    jobs: HashMap<JobId, Job>,
+    events: mpsc::UnboundedSender<ProcEvent>,
+    log: Arc<AgentLog>,
+    stopping: bool,
+}
+
+impl Supervisor {
+    pub(crate) fn new(
+        spawn: SpawnConfig,
+        cache: Option<Arc<BinaryCache>>,
+        events: mpsc::UnboundedSender<ProcEvent>,
+        log: Arc<AgentLog>,
+    ) -> Self {
+        Supervisor {
+            spawn,
+            cache,
+            jobs: HashMap::new(),
+            events,
+            log,
+            stopping: false,
+        }
+    }
+
+    /// The pids of every live process (for tests and status).
+    #[cfg(test)]
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        self.jobs
+            .values()
+            .flat_map(|j| j.procs.keys().copied())
+            .collect()
+    }
+
+    /// `StartWorkers`: start `count` more processes for `job`, fetching its binary first if
+    /// needed.
+    pub(crate) async fn start_workers(&mut self, job: JobId, build: &str, count: u32) {
+        if self.stopping || count == 0 {
+            return;
+        }
+        let fixed = self.spawn.fixed_binary.clone();
+        let entry = self.jobs.entry(job).or_insert_with(|| Job {
+            build: build.to_string(),
+            binary: fixed.map_or(Binary::Missing, Binary::Ready),
+            pending: 0,
+            procs: HashMap::new(),
+            debt: 0,
+            restarts: VecDeque::new(),
+            limit_logged: false,
+        });
+        if entry.build != build {
+            self.log.line(format_args!(
+                "{job}: asked for build {build} but the job runs build {}; keeping {}",
+                entry.build, entry.build
+            ));
+        }
+        match &entry.binary {
+            Binary::Ready(path) => {
+                let path = path.clone();
+                for _ in 0..count {
+                    if self.spawn_one(job, &path).await.is_err() {
+                        // Counted as a death so the restart limit paces the retries.
+                        if let Some(j) = self.jobs.get_mut(&job) {
+                            j.debt += 1;
+                        }
+                    }
+                }
+            }
+            Binary::Fetching => entry.pending += count,
+            Binary::Missing => {
+                entry.pending += count;
+                entry.binary = Binary::Fetching;
+                let build = entry.build.clone();
+                self.fetch(job, build);
+            }
+        }
+    }
+
+    fn fetch(&self, job: JobId, build: String) {
+        let events = self.events.clone();
+        let Some(cache) = self.cache.clone() else {
+            // Unreachable by construction (no cache only with a fixed binary), but report
+            // it as a failed download rather than leaving the job waiting.
+            let result = Err(AgentError::Binary {
+                build,
+                message: "no binary cache on this node".to_string(),
+            });
+            let _ = events.send(ProcEvent::Binary { job, result });
+            return;
+        };
+        self.log
+            .line(format_args!("{job}: fetching build {build} from the head"));
+        tokio::spawn(async move {
+            let result = cache.get(&build).await;
+            let _ = events.send(ProcEvent::Binary { job, result });
+        });
+    }
+
+    /// A download finished: start the processes that waited for it.
+    pub(crate) async fn on_binary(&mut self, job: JobId, result: Result<PathBuf, AgentError>) {
+        let Some(entry) = self.jobs.get_mut(&job) else {
+            return; // Stopped meanwhile.
+        };
+        let pending = std::mem::take(&mut entry.pending);
+        match result {
+            Ok(path) => {
+                entry.binary = Binary::Ready(path.clone());
+                if self.stopping {
+                    return;
+                }
+                for _ in 0..pending {
+                    if self.spawn_one(job, &path).await.is_err() {
+                        if let Some(j) = self.jobs.get_mut(&job) {
+                            j.debt += 1;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                entry.binary = Binary::Missing;
+                self.log.line(format_args!(
+                    "{job}: cannot start {pending} worker(s): {e}; a later StartWorkers retries"
+                ));
+            }
+        }
+    }
+
+    /// A process exited: forget it and, if its job still runs, replace it.
+    pub(crate) async fn on_exit(&mut self, job: JobId, pid: u32, code: i32) {
+        let ours = self
+            .jobs
+            .get_mut(&job)
+            .and_then(|j| j.procs.remove(&pid))
+            .is_some();
+        self.log.line(format_args!(
+            "{job}: worker pid {pid} exited with code {code}"
+        ));
+        if ours && !self.stopping {
+            if let Some(j) = self.jobs.get_mut(&job) {
+                j.debt += 1;
+            }
+            self.refill(job).await;
+        }
+    }
+
+    /// Every heartbeat: replacements that the restart limit held back get another chance.
+    pub(crate) async fn tick(&mut self) {
+        let owed: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.debt > 0)
+            .map(|(id, _)| *id)
+            .collect();
+        for job in owed {
+            self.refill(job).await;
+        }
+    }
+
+    async fn refill(&mut self, job: JobId) {
+        loop {
+            let Some(j) = self.jobs.get_mut(&job) else {
+                return;
+            };
+            if j.debt == 0 || self.stopping {
+                return;
+            }
+            let Binary::Ready(path) = &j.binary else {
+                return;
+            };
+            let path = path.clone();
+            let now = Instant::now();
+            while j
+                .restarts
+                .front()
+                .is_some_and(|t| now.duration_since(*t) >= RESTART_WINDOW)
+            {
+                j.restarts.pop_front();
+            }
+            if j.restarts.len() >= MAX_RESTARTS {
+                if !j.limit_logged {
+                    j.limit_logged = true;
+                    self.log.line(format_args!(
+                        "{job}: restart limit reached ({MAX_RESTARTS} per {}s); {} worker(s) \
+                         will be restarted when the limit allows",
+                        RESTART_WINDOW.as_secs(),
+                        j.debt
+                    ));
+                }
+                return;
+            }
+            j.limit_logged = false;
+            j.restarts.push_back(now);
+            j.debt -= 1;
+            if self.spawn_one(job, &path).await.is_err() {
+                // Keep the debt; the restart just recorded paces the next attempt.
+                if let Some(j) = self.jobs.get_mut(&job) {
+                    j.debt += 1;
+                }
+                return;
+            }
+        }
+    }
+
+    /// Starts one process of `job` and records it. Errors are logged here.
+    async fn spawn_one(&mut self, job: JobId, binary: &Path) -> Result<u32, AgentError> {
+        match spawn_worker(&self.spawn, binary, job, &self.events).await {
+            Ok((pid, proc)) => {
+                self.log.line(format_args!(
+                    "{job}: started worker pid {pid} ({})",
+                    binary.display()
+                ));
+                match self.jobs.get_mut(&job) {
+                    Some(j) => {
+                        j.procs.insert(pid, proc);
+                    }
+                    // Cannot happen (callers hold the job), but never leave a process unowned.
+                    None => kill_and_reap(vec![proc]).await,
+                }
+                Ok(pid)
+            }
+            Err(e) => {
+                self.log.line(format_args!("{job}: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    /// `StopJob`: kill the job's processes and wait until they are gone. Their exits are still
+    /// reported (as killed by `SIGKILL`).
+    pub(crate) async fn stop_job(&mut self, job: JobId) {
+        if let Some(j) = self.jobs.remove(&job) {
+            self.log
+                .line(format_args!("{job}: stopping {} worker(s)", j.procs.len()));
+            kill_and_reap(j.procs.into_values().collect()).await;
+        }
+    }
+
+    /// Shutdown: kill every process, wait until they are gone, start nothing afterwards.
+    pub(crate) async fn kill_all(&mut self) {
+        self.stopping = true;
+        let procs: Vec<Proc> = self
+            .jobs
+            .drain()
+            .flat_map(|(_, j)| j.procs.into_values())
+            .collect();
+        if !procs.is_empty() {
+            self.log
+                .line(format_args!("killing {} worker(s)", procs.len()));
+        }
+        kill_and_reap(procs).await;
+    }
+}
+
+async fn kill_and_reap(mut procs: Vec<Proc>) {
+    for p in &mut procs {
+        if let Some(kill) = p.kill.take() {
+            let _ = kill.send(());
+        }
+    }
+    for p in procs {
+        let _ = tokio::time::timeout(REAP_TIMEOUT, p.watcher).await;
+    }
+}
+
+/// Spawns one worker process with its environment, its log pump and its watcher.
+async fn spawn_worker(
+    config: &SpawnConfig,
+    binary: &Path,
+    job: JobId,
+    events: &mpsc::UnboundedSender<ProcEvent>,
+) -> Result<(u32, Proc), AgentError> {
+    let mut cmd = Command::new(binary);
+    cmd.envs(config.env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env(env::JOB_ID, job.0.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut attempt = 0;
+    let mut child = loop {
+        match cmd.spawn() {
+            Ok(child) => break child,
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempt < 10 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(10 * attempt)).await;
+            }
+            Err(source) => {
+                return Err(AgentError::Spawn {
+                    binary: binary.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    let log_path = config.log_dir.join(format!("worker-{job}-{pid}.log"));
+    let file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .await
+        .ok();
+    if let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) {
+        tokio::spawn(pump(out, err, file));
+    }
+    let (kill, killed) = oneshot::channel();
+    let watcher = tokio::spawn(watch(child, killed, job, pid, events.clone()));
+    Ok((
+        pid,
+        Proc {
+            kill: Some(kill),
+            watcher,
+        },
+    ))
+}
+
+/// Waits for `child` to exit, or kills it when `killed` fires or its sender is dropped.
+async fn watch(
+    mut child: Child,
+    killed: oneshot::Receiver<()>,
+    job: JobId,
+    pid: u32,
+    events: mpsc::UnboundedSender<ProcEvent>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        _ = killed => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    let code = match status {
+        Ok(s) => s.code().unwrap_or_else(|| -s.signal().unwrap_or(0)),
+        Err(_) => i32::MIN,
+    };
+    let _ = events.send(ProcEvent::Exited { job, pid, code });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn supervisor(
+        binary: PathBuf,
+        log_dir: PathBuf,
+    ) -> (Supervisor, mpsc::UnboundedReceiver<ProcEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let spawn = SpawnConfig {
+            env: vec![],
+            log_dir,
+            fixed_binary: Some(binary),
+        };
+        (
+            Supervisor::new(spawn, None, tx, Arc::new(AgentLog::discard())),
+            rx,
+        )
+    }
+
+    /// A worker that dies at once is replaced exactly `MAX_RESTARTS` times within the window.
+    #[tokio::test]
+    async fn restarts_are_limited() {
+        let dir = std::env::temp_dir().join(format!("starling-procs-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut sup, mut events) = supervisor("/bin/false".into(), dir.clone());
+        sup.start_workers(JobId(1), "b", 1).await;
+        let mut exits = 0;
+        while let Ok(Some(ev)) =
+            tokio::time::timeout(Duration::from_millis(1500), events.recv()).await
+        {
+            if let ProcEvent::Exited { job, pid, code } = ev {
+                assert_eq!(code, 1);
+                exits += 1;
+                sup.on_exit(job, pid, code).await;
+            }
+        }
+        assert_eq!(exits, 1 + MAX_RESTARTS);
+        assert_eq!(sup.jobs[&JobId(1)].debt, 1);
+        sup.tick().await;
+        assert!(sup.pids().is_empty());
+        sup.kill_all().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,699 @@
+//! Node agent tests against a fake head: registration, heartbeats and usage, worker processes
+//! (logs, exits, replacements, `StopJob`, shutdown), binary download, `FreeObject`, spilling,
+//! and the object service. Worker processes are small shell scripts. Every wait is bounded.
+
+// The fake head's streams must yield `Result<_, tonic::Status>`: the generated trait says so.
+#![allow(clippy::result_large_err)]
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use parking_lot::Mutex;
+use starling_proto::pb::head_to_node_op::Kind as HeadKind;
+use starling_proto::pb::node_op::Kind as NodeKind;
+use starling_proto::{pb, NodeId, ResourceSet};
+use starling_worker::agent::{self, AgentConfig, AgentError, AgentHandle};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+const WAIT: Duration = Duration::from_secs(10);
+const NODE: u64 = 7;
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// The head side of the fake: what the test can see and do.
+struct FakeHead {
+    refuse: Option<String>,
+    binaries: HashMap<String, Vec<u8>>,
+    ops: mpsc::UnboundedSender<pb::NodeOp>,
+    to_node: Mutex<Option<mpsc::UnboundedReceiver<Option<HeadKind>>>>,
+}
+
+#[tonic::async_trait]
+impl pb::head_server::Head for FakeHead {
+    type SessionStream = BoxStream<pb::HeadBatch>;
+    type AttachStream = BoxStream<pb::HeadToNodeBatch>;
+    type GetBinaryStream = BoxStream<pb::Chunk>;
+    type FetchStream = BoxStream<pb::Chunk>;
+
+    async fn session(
+        &self,
+        _: Request<Streaming<pb::ClientBatch>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<pb::NodeBatch>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        if let Some(message) = &self.refuse {
+            return Err(Status::failed_precondition(message.clone()));
+        }
+        let mut incoming = request.into_inner();
+        let ops = self.ops.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(b)) = incoming.message().await {
+                for op in b.ops {
+                    let _ = ops.send(op);
+                }
+            }
+        });
+        let rx = self
+            .to_node
+            .lock()
+            .take()
+            .ok_or_else(|| Status::already_exists("attached"))?;
+        let first = pb::HeadToNodeBatch {
+            ops: vec![pb::HeadToNodeOp {
+                kind: Some(HeadKind::NodeId(NODE)),
+            }],
+        };
+        // `None` from the test ends the stream (the head "goes away").
+        let rest = UnboundedReceiverStream::new(rx)
+            .take_while(|op| op.is_some())
+            .map(|op| {
+                Ok(pb::HeadToNodeBatch {
+                    ops: vec![pb::HeadToNodeOp { kind: op }],
+                })
+            });
+        Ok(Response::new(Box::pin(
+            tokio_stream::once(Ok(first)).chain(rest),
+        )))
+    }
+
+    async fn put_binary(
+        &self,
+        _: Request<Streaming<pb::Chunk>>,
+    ) -> Result<Response<pb::BinaryRef>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+
+    async fn get_binary(
+        &self,
+        request: Request<pb::BinaryRef>,
+    ) -> Result<Response<Self::GetBinaryStream>, Status> {
+        let build = request.into_inner().build;
+        let data = self
+            .binaries
+            .get(&build)
+            .cloned()
+            .ok_or_else(|| Status::not_found(format!("no build {build}")))?;
+        let total = data.len() as u64;
+        // Small chunks, so reassembly is exercised.
+        let chunks: Vec<Result<pb::Chunk, Status>> = data
+            .chunks(7)
+            .enumerate()
+            .map(|(i, c)| {
+                Ok(pb::Chunk {
+                    data: c.to_vec(),
+                    total: if i == 0 { total } else { 0 },
+                })
+            })
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
+    async fn fetch(
+        &self,
+        _: Request<pb::FetchRequest>,
+    ) -> Result<Response<Self::FetchStream>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+
+    async fn status(
+        &self,
+        _: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+}
+
+/// The test's end of the fake head.
+struct Head {
+    addr: String,
+    ops: mpsc::UnboundedReceiver<pb::NodeOp>,
+    to_node: mpsc::UnboundedSender<Option<HeadKind>>,
+    /// Ops received but not yet asked for (heartbeats are dropped).
+    seen: Vec<NodeKind>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Head {
+    async fn start(refuse: Option<&str>, binaries: HashMap<String, Vec<u8>>) -> Result<Head> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?.to_string();
+        let (ops_tx, ops) = mpsc::unbounded_channel();
+        let (to_node, to_node_rx) = mpsc::unbounded_channel();
+        let fake = FakeHead {
+            refuse: refuse.map(str::to_string),
+            binaries,
+            ops: ops_tx,
+            to_node: Mutex::new(Some(to_node_rx)),
+        };
+        let server = tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(pb::head_server::HeadServer::new(fake))
+                .serve_with_incoming(TcpListenerStream::new(listener))
+                .await;
+        });
+        Ok(Head {
+            addr,
+            ops,
+            to_node,
+            seen: Vec::new(),
+            server,
+        })
+    }
+
+    fn send(&self, op: HeadKind) {
+        let _ = self.to_node.send(Some(op));
+    }
+
+    /// Ends the node stream, as a head that goes away would.
+    fn close(&self) {
+        let _ = self.to_node.send(None);
+    }
+
+    /// The first op (in arrival order) that `pick` accepts, waiting up to `WAIT`.
+    async fn expect<T>(&mut self, what: &str, pick: impl Fn(&NodeKind) -> Option<T>) -> Result<T> {
+        if let Some(i) = self.seen.iter().position(|op| pick(op).is_some()) {
+            let op = self.seen.remove(i);
+            return pick(&op).context("picked");
+        }
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let op = tokio::time::timeout_at(deadline, self.ops.recv())
+                .await
+                .with_context(|| format!("timed out waiting for {what}"))?
+                .context("node stream ended")?;
+            let Some(kind) = op.kind else { continue };
+            if let Some(t) = pick(&kind) {
+                return Ok(t);
+            }
+            if !matches!(kind, NodeKind::Heartbeat(_)) {
+                self.seen.push(kind);
+            }
+        }
+    }
+
+    async fn expect_exit(&mut self, pid: u32) -> Result<pb::WorkerExit> {
+        self.expect(&format!("exit of pid {pid}"), |op| match op {
+            NodeKind::WorkerExit(e) if e.pid == pid => Some(*e),
+            _ => None,
+        })
+        .await
+    }
+}
+
+impl Drop for Head {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// A unique temp directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Result<TempDir> {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)?
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "starling-agent-test-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A worker script: prints its environment, a task's output between markers, then sleeps
+/// (`exec`, so the pid the agent knows is the one that sleeps).
+const WORKER: &str = r#"#!/bin/sh
+echo "boot node=$STARLING_NODE_ID job=$STARLING_JOB_ID head=$STARLING_WORKER_HEAD"
+echo "dirs store=$STARLING_STORE_DIR spill=$STARLING_SPILL_DIR objects=$STARLING_OBJECT_ADDR"
+printf '\036[starling task T42]\n'
+printf '\036[starling task T42]\n' >&2
+echo "hello from task"
+echo "oops" >&2
+printf '\036[starling task -]\n'
+printf '\036[starling task -]\n' >&2
+echo "idle"
+exec sleep 1000
+"#;
+
+fn write_script(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    std::fs::write(&path, text)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(path)
+}
+
+fn config(head: &Head, root: &Path, worker: Option<PathBuf>) -> AgentConfig {
+    AgentConfig {
+        head: head.addr.clone(),
+        resources: ResourceSet::cpus(2.0).with("disk", 1.0),
+        pool: "p".to_string(),
+        store_dir: root.join("store"),
+        spill_dir: root.join("spill"),
+        store_cap_bytes: 1 << 30,
+        log_dir: root.join("logs"),
+        worker_binary: worker,
+        cache_dir: root.join("cache"),
+        object_bind: "127.0.0.1:0".parse().expect("socket address"),
+        heartbeat: Duration::from_millis(100),
+        connect_timeout: Duration::from_secs(5),
+    }
+}
+
+/// The pids of `job`'s worker log files.
+fn worker_pids(log_dir: &Path, job: u64) -> Result<Vec<u32>> {
+    let prefix = format!("worker-J{job}-");
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir(log_dir)? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(".log"))
+        {
+            pids.push(pid.parse()?);
+        }
+    }
+    pids.sort_unstable();
+    Ok(pids)
+}
+
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(t) = check()? {
+            return Ok(t);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+async fn start(cfg: AgentConfig) -> Result<AgentHandle> {
+    Ok(tokio::time::timeout(WAIT, agent::start(cfg))
+        .await
+        .context("start timed out")??)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registers_and_reports() -> Result<()> {
+    let tmp = TempDir::new("register")?;
+    let mut head = Head::start(None, HashMap::new()).await?;
+    let agent = start(config(&head, &tmp.0, None)).await?;
+    assert_eq!(agent.node_id(), NodeId(NODE));
+    let hello = head
+        .expect("hello", |op| match op {
+            NodeKind::Hello(h) => Some(h.clone()),
+            _ => None,
+        })
+        .await?;
+    assert_eq!(hello.version, starling_proto::PROTOCOL_VERSION);
+    assert_eq!(hello.object_address, agent.object_address().to_string());
+    assert_eq!(hello.pool, "p");
+    assert_eq!(hello.previous_id, 0);
+    assert_eq!(
+        Path::new(&hello.store_dir),
+        std::fs::canonicalize(tmp.0.join("store"))?
+    );
+    let resources: ResourceSet = hello.resources.context("resources")?.into();
+    assert_eq!(resources, ResourceSet::cpus(2.0).with("disk", 1.0));
+    for _ in 0..3 {
+        head.expect("heartbeat", |op| {
+            matches!(op, NodeKind::Heartbeat(true)).then_some(())
+        })
+        .await?;
+    }
+    std::fs::write(tmp.0.join("store/5"), b"12345")?;
+    head.expect("usage", |op| match op {
+        NodeKind::Usage(u) if u.objects == 1 && u.memory_bytes == 5 => Some(()),
+        _ => None,
+    })
+    .await?;
+    assert!(tmp.0.join("logs/agent-N7.log").exists());
+    tokio::time::timeout(WAIT, agent.shutdown()).await?;
+    // The agent made the store and spill directories, so it removes them; logs stay.
+    assert!(!tmp.0.join("store").exists() && !tmp.0.join("spill").exists());
+    assert!(tmp.0.join("logs/agent-N7.log").exists());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
+    let tmp = TempDir::new("workers")?;
+    let script = write_script(&tmp.0, "worker.sh", WORKER)?;
+    let mut head = Head::start(None, HashMap::new()).await?;
+    let agent = start(config(&head, &tmp.0, Some(script))).await?;
+    let logs = tmp.0.join("logs");
+    head.send(HeadKind::StartWorkers(pb::StartWorkers {
+        job: 3,
+        build: "b".into(),
+        count: 2,
+    }));
+    let pids = eventually("two worker logs", || {
+        let p = worker_pids(&logs, 3)?;
+        Ok((p.len() == 2).then_some(p))
+    })
+    .await?;
+
+    // The log is tagged by task and stream, markers stripped, environment as documented.
+    let log = logs.join(format!("worker-J3-{}.log", pids[0]));
+    let text = eventually("a complete log", || {
+        let t = std::fs::read_to_string(&log)?;
+        Ok(t.contains("[-] out|idle").then_some(t))
+    })
+    .await?;
+    let store = std::fs::canonicalize(tmp.0.join("store"))?;
+    let spill = std::fs::canonicalize(tmp.0.join("spill"))?;
+    let expected = [
+        format!("[-] out|boot node=7 job=3 head={}", head.addr),
+        format!(
+            "[-] out|dirs store={} spill={} objects={}",
+            store.display(),
+            spill.display(),
+            agent.object_address()
+        ),
+        "[T42] out|hello from task".to_string(),
+        "[-] out|idle".to_string(),
+    ];
+    let out: Vec<&str> = text.lines().filter(|l| l.contains("out|")).collect();
+    assert_eq!(out, expected, "log:\n{text}");
+    let err: Vec<&str> = text.lines().filter(|l| l.contains("err|")).collect();
+    assert_eq!(err, ["[T42] err|oops"], "log:\n{text}");
+    assert!(!text.contains('\x1e'));
+
+    // A worker killed from outside is reported and replaced.
+    let killed = pids[0];
+    std::process::Command::new("kill")
+        .args(["-9", &killed.to_string()])
+        .status()?;
+    let exit = head.expect_exit(killed).await?;
+    assert_eq!((exit.job, exit.code), (3, -9));
+    let now = eventually("a replacement", || {
+        let p = worker_pids(&logs, 3)?;
+        Ok((p.len() == 3).then_some(p))
+    })
+    .await?;
+    let replacement = *now.iter().find(|p| !pids.contains(p)).context("new pid")?;
+    let live = [pids[1], replacement];
+    eventually("the replacement to run", || {
+        Ok(alive(replacement).then_some(()))
+    })
+    .await?;
+
+    // StopJob kills the rest, reports them, and starts nothing new.
+    head.send(HeadKind::StopJob(3));
+    for pid in live {
+        let exit = head.expect_exit(pid).await?;
+        assert_eq!(exit.code, -9);
+        assert!(!alive(pid), "pid {pid} survived StopJob");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        worker_pids(&logs, 3)?.len(),
+        3,
+        "a worker was started after StopJob"
+    );
+    agent.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_and_drop_leave_no_process() -> Result<()> {
+    let tmp = TempDir::new("shutdown")?;
+    let script = write_script(&tmp.0, "worker.sh", WORKER)?;
+    let head = Head::start(None, HashMap::new()).await?;
+    let logs = tmp.0.join("logs");
+
+    let agent = start(config(&head, &tmp.0, Some(script.clone()))).await?;
+    head.send(HeadKind::StartWorkers(pb::StartWorkers {
+        job: 1,
+        build: "b".into(),
+        count: 3,
+    }));
+    let pids = eventually("three live workers", || {
+        let p = worker_pids(&logs, 1)?;
+        Ok((p.len() == 3 && p.iter().all(|p| alive(*p))).then_some(p))
+    })
+    .await?;
+    tokio::time::timeout(WAIT, agent.shutdown())
+        .await
+        .context("shutdown timed out")?;
+    for pid in &pids {
+        assert!(!alive(*pid), "pid {pid} outlived shutdown");
+    }
+
+    // Dropping the handle stops the agent too.
+    let head = Head::start(None, HashMap::new()).await?;
+    let agent = start(config(&head, &tmp.0, Some(script))).await?;
+    head.send(HeadKind::StartWorkers(pb::StartWorkers {
+        job: 2,
+        build: "b".into(),
+        count: 1,
+    }));
+    let pid = eventually("a live worker", || {
+        let p = worker_pids(&logs, 2)?;
+        Ok(p.first().copied().filter(|p| alive(*p)))
+    })
+    .await?;
+    drop(agent);
+    eventually("the worker to die after drop", || {
+        Ok((!alive(pid)).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_the_binary_by_build() -> Result<()> {
+    let tmp = TempDir::new("binary")?;
+    let build = "0123abcd".to_string();
+    let binaries = HashMap::from([(build.clone(), WORKER.as_bytes().to_vec())]);
+    let mut head = Head::start(None, binaries).await?;
+    let agent = start(config(&head, &tmp.0, None)).await?;
+    let logs = tmp.0.join("logs");
+    // An unknown build fails quietly (logged); the known one runs, twice from one download.
+    head.send(HeadKind::StartWorkers(pb::StartWorkers {
+        job: 8,
+        build: "ffff".into(),
+        count: 1,
+    }));
+    for _ in 0..2 {
+        head.send(HeadKind::StartWorkers(pb::StartWorkers {
+            job: 9,
+            build: build.clone(),
+            count: 1,
+        }));
+    }
+    let pids = eventually("two workers of the downloaded build", || {
+        let p = worker_pids(&logs, 9)?;
+        Ok((p.len() == 2).then_some(p))
+    })
+    .await?;
+    let cached = tmp.0.join("cache").join(&build);
+    assert_eq!(std::fs::read(&cached)?, WORKER.as_bytes());
+    assert_eq!(
+        std::fs::metadata(&cached)?.permissions().mode() & 0o777,
+        0o755
+    );
+    assert!(worker_pids(&logs, 8)?.is_empty());
+    eventually("the failed download in the agent log", || {
+        let log = std::fs::read_to_string(logs.join("agent-N7.log"))?;
+        Ok(log.contains("J8: cannot start 1 worker(s)").then_some(()))
+    })
+    .await?;
+    head.send(HeadKind::StopJob(9));
+    for pid in pids {
+        head.expect_exit(pid).await?;
+    }
+    agent.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frees_spills_and_serves_objects() -> Result<()> {
+    let tmp = TempDir::new("objects")?;
+    let mut head = Head::start(None, HashMap::new()).await?;
+    let mut cfg = config(&head, &tmp.0, None);
+    cfg.store_cap_bytes = (3 << 20) + 100;
+    let (store, spill) = (tmp.0.join("store"), tmp.0.join("spill"));
+    std::fs::create_dir_all(&store)?;
+    // Five 1 MiB objects (oldest first), one of them larger and patterned for the fetch check.
+    let big: Vec<u8> = (0..(2 << 20) + 12345)
+        .map(|i: u32| (i % 251) as u8)
+        .collect();
+    let now = SystemTime::now();
+    for id in 1..=5u64 {
+        let data = if id == 2 {
+            big.clone()
+        } else {
+            vec![id as u8; 1 << 20]
+        };
+        std::fs::write(store.join(id.to_string()), &data)?;
+        let f = std::fs::File::options()
+            .write(true)
+            .open(store.join(id.to_string()))?;
+        f.set_modified(now - Duration::from_secs(100 - id))?;
+    }
+    std::fs::write(store.join("9.tmp"), b"partial")?;
+    let agent = start(cfg).await?;
+
+    // Total 6 MiB + change; the cap is 3 MiB: objects 1 and 2 (the oldest) must go.
+    let usage = head
+        .expect("usage after spill", |op| match op {
+            NodeKind::Usage(u) if u.spilled_bytes > 0 => Some(*u),
+            _ => None,
+        })
+        .await?;
+    assert_eq!(usage.memory_bytes, (3 << 20) + 7);
+    assert_eq!(usage.spilled_bytes, (1 << 20) + big.len() as u64);
+    assert_eq!(usage.objects, 5);
+    assert!(spill.join("1").exists() && spill.join("2").exists());
+    assert!(!store.join("1").exists() && store.join("3").exists() && store.join("9.tmp").exists());
+
+    // Fetch serves stored and spilled objects byte for byte; a missing one is NOT_FOUND.
+    let mut client = pb::object_service_client::ObjectServiceClient::connect(format!(
+        "http://{}",
+        agent.object_address()
+    ))
+    .await?
+    .max_decoding_message_size(agent::MAX_MESSAGE_BYTES);
+    for (id, expected) in [(2u64, big.clone()), (3, vec![3u8; 1 << 20])] {
+        let mut chunks = client
+            .fetch(pb::FetchRequest { object: id })
+            .await?
+            .into_inner();
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        let mut total = None;
+        while let Some(c) = tokio::time::timeout(WAIT, chunks.message()).await?? {
+            total.get_or_insert(c.total);
+            sizes.push(c.data.len());
+            got.extend_from_slice(&c.data);
+        }
+        assert_eq!(total, Some(expected.len() as u64));
+        assert!(sizes[..sizes.len() - 1]
+            .iter()
+            .all(|s| *s == agent::FETCH_CHUNK));
+        assert!(got == expected, "object {id} differs");
+    }
+    let missing = client.fetch(pb::FetchRequest { object: 404 }).await;
+    let status = missing
+        .err()
+        .context("fetching a missing object succeeded")?;
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert!(status.message().contains("O404"), "{}", status.message());
+
+    // FreeObject deletes from the store and from the spill directory.
+    head.send(HeadKind::FreeObject(1));
+    head.send(HeadKind::FreeObject(4));
+    eventually("objects 1 and 4 freed", || {
+        Ok((!spill.join("1").exists() && !store.join("4").exists()).then_some(()))
+    })
+    .await?;
+    head.expect("usage after free", |op| match op {
+        NodeKind::Usage(u) if u.objects == 3 => Some(()),
+        _ => None,
+    })
+    .await?;
+    agent.shutdown().await;
+    // A store directory that existed before the agent is left in place.
+    assert!(store.join("3").exists());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_head_stops_workers() -> Result<()> {
+    let tmp = TempDir::new("lost")?;
+    let script = write_script(&tmp.0, "worker.sh", WORKER)?;
+    let head = Head::start(None, HashMap::new()).await?;
+    let mut agent = start(config(&head, &tmp.0, Some(script))).await?;
+    head.send(HeadKind::StartWorkers(pb::StartWorkers {
+        job: 4,
+        build: "b".into(),
+        count: 1,
+    }));
+    let logs = tmp.0.join("logs");
+    let pid = eventually("a live worker", || {
+        Ok(worker_pids(&logs, 4)?
+            .first()
+            .copied()
+            .filter(|p| alive(*p)))
+    })
+    .await?;
+    head.close();
+    let ended = tokio::time::timeout(WAIT, agent.wait())
+        .await
+        .context("wait timed out")?;
+    match ended {
+        Err(AgentError::HeadLost { addr, .. }) => assert_eq!(addr, head.addr),
+        other => bail!("expected HeadLost, got {other:?}"),
+    }
+    assert!(!alive(pid), "the worker outlived the head");
+    // Asking again gives the same answer at once.
+    assert!(matches!(
+        agent.wait().await,
+        Err(AgentError::HeadLost { .. })
+    ));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_and_refusing_heads_are_typed_errors() -> Result<()> {
+    let tmp = TempDir::new("refused")?;
+    // A port nobody listens on: bind one, then close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let head = Head::start(None, HashMap::new()).await?;
+    let mut cfg = config(&head, &tmp.0, None);
+    cfg.head = format!("http://127.0.0.1:{port}");
+    cfg.connect_timeout = Duration::from_millis(400);
+    let began = std::time::Instant::now();
+    match tokio::time::timeout(WAIT, agent::start(cfg.clone())).await? {
+        Err(AgentError::HeadUnreachable { addr }) => assert_eq!(addr, cfg.head),
+        other => bail!("expected HeadUnreachable, got {other:?}"),
+    }
+    assert!(began.elapsed() < Duration::from_secs(3));
+
+    let refusing = Head::start(Some("protocol version 1 is not supported"), HashMap::new()).await?;
+    match tokio::time::timeout(WAIT, agent::start(config(&refusing, &tmp.0, None))).await? {
+        Err(AgentError::Refused { message }) => {
+            assert!(
+                message.contains("protocol version 1 is not supported"),
+                "{message}"
+            )
+        }
+        other => bail!("expected Refused, got {other:?}"),
+    }
+    Ok(())
+}
