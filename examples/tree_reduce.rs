@@ -35,7 +35,7 @@ fn main() -> anyhow::Result<()> {
     let dt = t0.elapsed();
     assert_eq!(total, n * (n - 1) / 2);
     let tasks = 2 * n.div_ceil(64) - 1;
-    println!("sum of 0..{n} = {total} via ~{tasks} nested tasks on {threads} executor thread(s)");
+    println!("sum of 0..{n} = {total} via ~{tasks} nested tasks on {threads} CPU(s)");
     println!("took {:.1} ms", dt.as_secs_f64() * 1e3);
     Ok(())
 }

@@ -76,7 +76,11 @@ pub(crate) struct NodeState {
 pub(crate) struct WorkerState {
     pub node: usize,
     pub job: JobId,
-    pub task: Option<TaskId>,
+    /// Tasks assigned to this worker, oldest first. The worker runs them one after another;
+    /// more than one only when the scheduler pipelines (see [`Core::set_pipeline_depth`]).
+    pub tasks: VecDeque<TaskId>,
+    /// The class of the assigned tasks (pipelined tasks share the first one's class).
+    pub class: u32,
     /// What the running task holds on the node.
     pub held: ResourceSet,
     /// Whether the running task is blocked in `get` with its CPUs lent back.
@@ -93,6 +97,8 @@ pub(crate) struct Class {
     pub strategy: SchedulingStrategy,
     pub job: JobId,
     pub queue: VecDeque<TaskId>,
+    /// Moving average of how long one task of the class runs, in microseconds (0: unknown).
+    pub avg_runtime_us: f64,
 }
 
 /// Counters for `status` and the benches.
@@ -123,13 +129,26 @@ pub struct Core {
     /// Classes with queued tasks, scanned by `schedule`.
     pub(crate) infeasible: Vec<TaskId>,
     pub(crate) spread_cursor: usize,
+    /// Tasks a worker may hold at once (1 = no pipelining).
+    pub(crate) pipeline_depth: usize,
     pub(crate) stats: CoreStats,
 }
 
 impl Core {
-    /// An empty scheduler: no nodes, no tasks.
+    /// An empty scheduler: no nodes, no tasks, no pipelining.
     pub fn new() -> Self {
-        Self::default()
+        Core {
+            pipeline_depth: 1,
+            ..Self::default()
+        }
+    }
+
+    /// Lets a busy worker be handed up to `depth` tasks of the class it is running when no idle
+    /// worker can take them, so a worker in another process never waits a network round trip
+    /// between two short tasks. The worker runs them in order (and runs the queued ones on a
+    /// spare thread while a task is blocked in `get`, so nesting cannot deadlock).
+    pub fn set_pipeline_depth(&mut self, depth: usize) {
+        self.pipeline_depth = depth.max(1);
     }
 
     /// Counters.
@@ -180,7 +199,7 @@ impl Core {
 
     /// Tasks that are running.
     pub fn running_tasks(&self) -> usize {
-        self.workers.values().filter(|w| w.task.is_some()).count()
+        self.workers.values().map(|w| w.tasks.len()).sum()
     }
 
     /// Every node.
@@ -222,6 +241,7 @@ impl Core {
             strategy: spec.strategy,
             job: spec.job,
             queue: VecDeque::new(),
+            avg_runtime_us: 0.0,
         });
         self.class_index.insert(key, id);
         id

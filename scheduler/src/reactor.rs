@@ -68,7 +68,8 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
         WorkerState {
             node: i,
             job,
-            task: None,
+            tasks: std::collections::VecDeque::new(),
+            class: 0,
             held: ResourceSet::new(),
             blocked: false,
             lent: ResourceSet::new(),
@@ -187,24 +188,49 @@ pub fn on_release(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
     }
 }
 
-/// `worker` finished its task with `outcome`. Results of cancelled tasks are dropped.
+/// `worker` finished its oldest task with `outcome`. Results of cancelled tasks are dropped.
 pub fn on_task_finished(
     core: &mut Core,
     t: &mut impl Transport,
     worker: WorkerId,
     outcome: TaskOutcome,
 ) {
+    let Some(task) = core
+        .workers
+        .get(&worker)
+        .and_then(|w| w.tasks.front().copied())
+    else {
+        return;
+    };
+    on_task_done(core, t, worker, task, outcome)
+}
+
+/// `worker` finished `task` (one of the tasks assigned to it) with `outcome`. Results of
+/// cancelled tasks are dropped. The worker's resources go back to the node when it has no task
+/// left.
+pub fn on_task_done(
+    core: &mut Core,
+    t: &mut impl Transport,
+    worker: WorkerId,
+    task: TaskId,
+    outcome: TaskOutcome,
+) {
     let Some(w) = core.workers.get_mut(&worker) else {
         return;
     };
-    let Some(task) = w.task.take() else { return };
-    let held = std::mem::take(&mut w.held);
-    w.blocked = false;
-    w.lent = ResourceSet::new();
+    let Some(pos) = w.tasks.iter().position(|x| *x == task) else {
+        return;
+    };
+    w.tasks.remove(pos);
     let node = &mut core.nodes[w.node];
-    node.available.add(&held);
-    node.idle.push((w.job, worker));
     let node_id = node.id;
+    if w.tasks.is_empty() {
+        let held = std::mem::take(&mut w.held);
+        w.blocked = false;
+        w.lent = ResourceSet::new();
+        node.available.add(&held);
+        node.idle.push((w.job, worker));
+    }
 
     let Some(entry) = core.tasks.get(&task) else {
         // Cancelled while running: its object already settled as cancelled.
@@ -271,22 +297,21 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
     node.workers = node.workers.saturating_sub(1);
     node.idle.retain(|(_, id)| *id != worker);
     node.available.add(&w.held);
-    let Some(task) = w.task else {
-        return;
-    };
-    let Some(entry) = core.tasks.get_mut(&task) else {
-        return;
-    };
-    if entry.spec.attempt < entry.spec.max_retries {
-        core.stats.retried += 1;
-        let mut next = (*entry.spec).clone();
-        next.attempt += 1;
-        entry.spec = Arc::new(next);
-        entry.state = TaskState::Queued;
-        core.classes[entry.class as usize].queue.push_back(task);
-    } else {
-        let exit = exit.to_string();
-        fail_task(core, t, task, FailureKind::WorkerDied { exit });
+    for task in w.tasks {
+        let Some(entry) = core.tasks.get_mut(&task) else {
+            continue;
+        };
+        if entry.spec.attempt < entry.spec.max_retries {
+            core.stats.retried += 1;
+            let mut next = (*entry.spec).clone();
+            next.attempt += 1;
+            entry.spec = Arc::new(next);
+            entry.state = TaskState::Queued;
+            core.classes[entry.class as usize].queue.push_back(task);
+        } else {
+            let exit = exit.to_string();
+            fail_task(core, t, task, FailureKind::WorkerDied { exit });
+        }
     }
 }
 
@@ -315,7 +340,7 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
     let Some(w) = core.workers.get_mut(&worker) else {
         return;
     };
-    if w.blocked || w.task.is_none() {
+    if w.blocked || w.tasks.is_empty() {
         return;
     }
     w.blocked = true;
@@ -386,6 +411,10 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                     start(core, t, task, i);
                 }
                 Placement::Wait => {
+                    if class_depth(core, c) > 1 && pipeline(core, t, c, task) {
+                        core.classes[c].queue.pop_front();
+                        continue;
+                    }
                     request_worker_if_starved(core, t, c);
                     break;
                 }
@@ -416,9 +445,69 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
         .workers
         .get_mut(&worker)
         .expect("idle workers are registered");
-    w.task = Some(task);
+    w.tasks.push_back(task);
+    w.class = entry.class;
     w.held = entry.spec.resources.clone();
     t.dispatch(node.id, worker, &entry.spec);
+}
+
+/// A worker reports that `task` ran for `micros` microseconds. Pipelines are sized from it: a
+/// class of short tasks is pipelined deeply, a class of long ones not at all, so long tasks never
+/// queue behind each other on one worker while another is free.
+pub fn on_task_runtime(core: &mut Core, task: TaskId, micros: u64) {
+    let Some(entry) = core.tasks.get(&task) else {
+        return;
+    };
+    let class = &mut core.classes[entry.class as usize];
+    class.avg_runtime_us = if class.avg_runtime_us == 0.0 {
+        micros as f64
+    } else {
+        0.8 * class.avg_runtime_us + 0.2 * micros as f64
+    };
+}
+
+/// How many tasks of `class` a worker may hold: enough to cover [`PIPELINE_WINDOW_US`] of work.
+fn class_depth(core: &Core, class: usize) -> usize {
+    let avg = core.classes[class].avg_runtime_us;
+    let depth = if avg <= 0.0 {
+        2
+    } else {
+        (PIPELINE_WINDOW_US / avg.max(1.0)) as usize
+    };
+    depth.clamp(1, core.pipeline_depth)
+}
+
+/// The work a pipeline should hold: a few network round trips between a worker and the head.
+pub const PIPELINE_WINDOW_US: f64 = 2_000.0;
+
+/// Hands `task` (of class `class`) to the least loaded busy worker that runs that class, is not
+/// blocked, and has room in its pipeline. Returns whether it did.
+fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId) -> bool {
+    let depth = class_depth(core, class);
+    let job = core.classes[class].job;
+    let best = core
+        .workers
+        .iter()
+        .filter(|(_, w)| {
+            w.job == job
+                && !w.blocked
+                && !w.tasks.is_empty()
+                && w.class as usize == class
+                && w.tasks.len() < depth
+                && core.nodes[w.node].alive
+        })
+        .min_by_key(|(id, w)| (w.tasks.len(), **id))
+        .map(|(id, _)| *id);
+    let Some(worker) = best else {
+        return false;
+    };
+    let w = core.workers.get_mut(&worker).expect("chosen above");
+    w.tasks.push_back(task);
+    let node = core.nodes[w.node].id;
+    let entry = core.tasks.get_mut(&task).expect("live");
+    entry.state = TaskState::Running { node, worker };
+    t.dispatch(node, worker, &entry.spec);
+    true
 }
 
 /// A class waits although some node has the resources: that node has no idle worker (all are

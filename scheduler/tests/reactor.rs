@@ -1407,3 +1407,101 @@ fn hard_affinity_asks_for_a_worker_on_its_own_node() {
     schedule(&mut core, &mut t);
     assert_eq!(t.take(), vec![Sent::RequestWorker(NodeId(2), JobId(0))]);
 }
+
+/// One node, one worker, pipelining on: short tasks queue behind the running one on the busy
+/// worker; long ones do not.
+fn pipelined_core(depth: usize) -> (Core, RecordingTransport) {
+    let mut core = Core::new();
+    core.set_pipeline_depth(depth);
+    let t = RecordingTransport::default();
+    on_node_added(&mut core, N1, ResourceSet::cpus(1.0));
+    on_worker_added(&mut core, N1, WorkerId(1));
+    (core, t)
+}
+
+#[test]
+fn short_tasks_are_pipelined_to_a_busy_worker_and_finish_in_any_order() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    // The class's runtime becomes known: 10 us per task, so the pipeline may fill up.
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 10);
+    for id in 2..=6 {
+        on_submit(&mut core, &mut t, task(id, vec![]));
+    }
+    schedule(&mut core, &mut t);
+    let dispatched: Vec<TaskId> = t.dispatched().into_iter().map(|(_, task)| task).collect();
+    assert_eq!(
+        dispatched,
+        (1..=6).map(TaskId).collect::<Vec<_>>(),
+        "all on the one worker"
+    );
+    assert_eq!(
+        core.nodes()[0].available,
+        ResourceSet::new(),
+        "held once, not per task"
+    );
+    // Finishing a queued task before the running one is accepted.
+    starling_scheduler::reactor::on_task_done(
+        &mut core,
+        &mut t,
+        WorkerId(1),
+        TaskId(4),
+        TaskOutcome::Stored { size: 1 },
+    );
+    assert_eq!(core.task_state(TaskId(4)), None);
+    for id in [1, 2, 3, 5, 6] {
+        starling_scheduler::reactor::on_task_done(
+            &mut core,
+            &mut t,
+            WorkerId(1),
+            TaskId(id),
+            TaskOutcome::Stored { size: 1 },
+        );
+    }
+    assert_eq!(
+        core.nodes()[0].available,
+        ResourceSet::cpus(1.0),
+        "released when empty"
+    );
+    assert_eq!(core.live_tasks(), 0);
+}
+
+#[test]
+fn long_tasks_are_not_pipelined() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 50_000);
+    on_submit(&mut core, &mut t, task(2, vec![]));
+    schedule(&mut core, &mut t);
+    assert_eq!(
+        t.dispatched().len(),
+        1,
+        "a 50 ms task waits for a free worker"
+    );
+    assert_eq!(core.task_state(TaskId(2)), Some(&TaskState::Queued));
+}
+
+#[test]
+fn a_lost_worker_retries_every_task_pipelined_to_it() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 10);
+    on_submit(&mut core, &mut t, task(2, vec![]));
+    schedule(&mut core, &mut t);
+    assert_eq!(t.dispatched().len(), 2);
+    starling_scheduler::reactor::on_worker_removed(&mut core, &mut t, WorkerId(1), "killed");
+    assert_eq!(core.task_state(TaskId(1)), Some(&TaskState::Queued));
+    assert_eq!(core.task_state(TaskId(2)), Some(&TaskState::Queued));
+    assert_eq!(core.nodes()[0].available, ResourceSet::cpus(1.0));
+    on_worker_added(&mut core, N1, WorkerId(2));
+    schedule(&mut core, &mut t);
+    let last: Vec<_> = t.dispatched().into_iter().skip(2).collect();
+    assert_eq!(
+        last.first(),
+        Some(&(WorkerId(2), TaskId(1))),
+        "retried on the new worker"
+    );
+}

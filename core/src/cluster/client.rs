@@ -58,7 +58,7 @@ pub(crate) struct Client {
     shut_down: AtomicBool,
     registry: &'static Registry,
     rt: tokio::runtime::Handle,
-    cancelled: AtomicU64,
+    cancelled: Mutex<std::collections::HashSet<u64>>,
     owned: Mutex<Option<Box<dyn Owned>>>,
     /// The tokio runtime this client created, if it created one (dropped last, off-thread).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -177,7 +177,7 @@ impl Client {
             shut_down: AtomicBool::new(false),
             registry: Registry::get(),
             rt: rt.clone(),
-            cancelled: AtomicU64::new(0),
+            cancelled: Mutex::new(Default::default()),
             owned: Mutex::new(None),
             own_runtime: Mutex::new(None),
         });
@@ -318,7 +318,7 @@ impl Client {
     }
 
     pub fn is_cancelled(&self, task: TaskId) -> bool {
-        self.cancelled.load(Ordering::SeqCst) == task.0
+        self.cancelled.lock().contains(&task.0)
     }
 
     pub fn stats(&self) -> RuntimeStats {
@@ -411,6 +411,7 @@ impl<'a> Hooks<'a> {
 impl WaitHooks for Hooks<'_> {
     fn blocked(&self, blocked: bool) {
         if self.blocking_task {
+            super::worker::task_blocked(blocked);
             let op = if blocked {
                 client_op::Kind::Blocked(true)
             } else {
@@ -521,7 +522,9 @@ async fn read_loop(
                                 let _ = r.send(run);
                             }
                         }
-                        Some(head_op::Kind::Cancel(t)) => c.cancelled.store(t, Ordering::SeqCst),
+                        Some(head_op::Kind::Cancel(t)) => {
+                            c.cancelled.lock().insert(t);
+                        }
                         Some(head_op::Kind::Welcome(_)) | None => {}
                     }
                 }

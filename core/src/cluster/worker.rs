@@ -13,7 +13,8 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use starling_proto::pb::{self, client_op, resolved_arg, task_done};
@@ -87,13 +88,78 @@ fn run_worker() -> Result<(), crate::Error> {
     client.set_own_runtime(rt);
     // Nested `remote` calls in tasks go to the same head, as this job.
     crate::runtime::set_default(Runtime::from_client(client.clone()));
-    let worker = client.worker.unwrap_or_default();
-    let owner = Arc::as_ptr(&client) as usize;
-    for run in runs {
-        let done = run_task(&client, owner, worker, run);
-        client.send(client_op::Kind::Done(done));
-    }
+    let pool = Arc::new(Pool {
+        client: client.clone(),
+        runs,
+        permit: Mutex::new(false),
+        freed: Condvar::new(),
+        idle: AtomicUsize::new(0),
+    });
+    let _ = POOL.set(pool.clone());
+    pool.executor();
     Ok(())
+}
+
+/// The executor threads of a worker process. The head treats the process as one worker that runs
+/// its tasks one at a time; the permit enforces that. A task blocked in `get` gives the permit up
+/// and makes sure a spare thread exists, so tasks the head pipelined behind it still run (one of
+/// them may be what it waits for); when it resumes, it takes the permit back.
+struct Pool {
+    client: Arc<Client>,
+    runs: crossbeam::channel::Receiver<pb::RunTask>,
+    permit: Mutex<bool>,
+    freed: Condvar,
+    /// Threads waiting for a task.
+    idle: AtomicUsize,
+}
+
+static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
+
+impl Pool {
+    fn acquire(&self) {
+        let mut held = self.permit.lock().unwrap_or_else(|e| e.into_inner());
+        while *held {
+            held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+        *held = true;
+    }
+
+    fn release(&self) {
+        *self.permit.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.freed.notify_one();
+    }
+
+    /// Runs tasks until the session ends.
+    fn executor(self: &Arc<Self>) {
+        let worker = self.client.worker.unwrap_or_default();
+        let owner = Arc::as_ptr(&self.client) as usize;
+        loop {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+            let run = self.runs.recv();
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+            let Ok(run) = run else { return };
+            self.acquire();
+            let done = run_task(&self.client, owner, worker, run);
+            self.release();
+            self.client.send(client_op::Kind::Done(done));
+        }
+    }
+}
+
+/// A task of this worker process blocked (`true`) in `get`, or resumed (`false`).
+pub(crate) fn task_blocked(blocked: bool) {
+    let Some(pool) = POOL.get() else { return };
+    if blocked {
+        pool.release();
+        if pool.idle.load(Ordering::SeqCst) == 0 {
+            let p = pool.clone();
+            let _ = std::thread::Builder::new()
+                .name("starling-exec".into())
+                .spawn(move || p.executor());
+        }
+    } else {
+        pool.acquire();
+    }
 }
 
 fn run_task(
@@ -105,12 +171,17 @@ fn run_task(
     let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
         task,
         kind: Some(kind),
+        runtime_us: 0,
     };
     let Some(spec) = run.spec.and_then(|s| TaskSpec::try_from(s).ok()) else {
         let e = starling_proto::RemoteError::new("starling::Protocol", "malformed task");
         return failed(0, task_done::Kind::BadArgument((&e).into()));
     };
     let task = spec.id.0;
+    if client.is_cancelled(spec.id) {
+        let e = starling_proto::RemoteError::new("starling::Cancelled", "cancelled before it ran");
+        return failed(task, task_done::Kind::Failed((&e).into()));
+    }
     // Resolve arguments: inline bytes as they came, located objects from this host's store
     // (or fetched from their node).
     let mut blobs: Vec<Option<Blob>> = Vec::with_capacity(run.args.len());
@@ -148,8 +219,14 @@ fn run_task(
         })
         .collect();
     mark(Some(spec.id));
+    let started = std::time::Instant::now();
     let invoked = exec::invoke(client.registry(), owner, worker, &spec, &args);
-    mark(None);
+    let runtime_us = started.elapsed().as_micros() as u64;
+    // The next task's marker ends this one's output; mark the end only when going idle, so a
+    // stream of short tasks costs one marker write per stream per task.
+    if POOL.get().is_none_or(|p| p.runs.is_empty()) {
+        mark(None);
+    }
     let kind = match invoked {
         Invoked::Value(bytes) => match client.local_store() {
             Some(local) if bytes.len() > INLINE_LIMIT => {
@@ -167,6 +244,7 @@ fn run_task(
     pb::TaskDone {
         task,
         kind: Some(kind),
+        runtime_us,
     }
 }
 

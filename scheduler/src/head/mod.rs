@@ -37,6 +37,10 @@ pub const INLINE_LIMIT: usize = 100 * 1024;
 /// Largest gRPC message accepted or sent (a larger one is refused with a clear status).
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
+/// Tasks a busy worker process may be handed ahead by default: enough to cover a network round
+/// trip of short tasks, few enough that long tasks do not pile up behind each other.
+pub const DEFAULT_PIPELINE_DEPTH: usize = 64;
+
 /// How to run a head.
 #[derive(Clone, Debug)]
 pub struct HeadConfig {
@@ -46,6 +50,8 @@ pub struct HeadConfig {
     pub data_dir: PathBuf,
     /// A node whose agent is silent this long is declared dead.
     pub heartbeat_timeout: Duration,
+    /// Tasks a busy worker process may be handed ahead (see `Core::set_pipeline_depth`).
+    pub pipeline_depth: usize,
 }
 
 impl HeadConfig {
@@ -55,6 +61,7 @@ impl HeadConfig {
             bind,
             data_dir,
             heartbeat_timeout: Duration::from_secs(5),
+            pipeline_depth: DEFAULT_PIPELINE_DEPTH,
         }
     }
 }
@@ -151,10 +158,8 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         addr: config.bind,
         source,
     })?;
-    let service = HeadService::new(Arc::new(state::Head::new(
-        bin_dir,
-        config.heartbeat_timeout,
-    )));
+    let head = state::Head::new(bin_dir, config.heartbeat_timeout, config.pipeline_depth);
+    let service = HeadService::new(Arc::new(head));
     service.spawn_heartbeat_monitor();
     let (tx, rx) = oneshot::channel::<()>();
     let server = pb::head_server::HeadServer::new(service.clone())

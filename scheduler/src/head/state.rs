@@ -238,10 +238,12 @@ pub(crate) struct Head {
 }
 
 impl Head {
-    pub fn new(bin_dir: PathBuf, heartbeat_timeout: Duration) -> Self {
+    pub fn new(bin_dir: PathBuf, heartbeat_timeout: Duration, pipeline_depth: usize) -> Self {
+        let mut core = Core::new();
+        core.set_pipeline_depth(pipeline_depth);
         Head {
             state: Mutex::new(State {
-                core: Core::new(),
+                core,
                 out: Outbox::default(),
                 next_client: 1,
                 next_worker: 1,
@@ -628,7 +630,8 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             let object = ObjectId::from(task);
             // Keep the value only if the task is still live (not cancelled meanwhile).
             let live = st.core.task_state(task).is_some();
-            let outcome = match done.kind.ok_or_else(|| bad("task result without a kind"))? {
+            let kind = done.kind.ok_or_else(|| bad("task result without a kind"))?;
+            let outcome = match kind {
                 task_done::Kind::Inline(bytes) => {
                     let size = bytes.len() as u64;
                     if live {
@@ -646,7 +649,8 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
                 task_done::Kind::BadArgument(e) => TaskOutcome::BadArgument(RemoteError::from(e)),
                 task_done::Kind::FunctionNotFound(build) => TaskOutcome::FunctionNotFound { build },
             };
-            reactor::on_task_finished(&mut st.core, &mut st.out, w, outcome);
+            reactor::on_task_runtime(&mut st.core, task, done.runtime_us);
+            reactor::on_task_done(&mut st.core, &mut st.out, w, task, outcome);
         }
     }
     Ok(())
