@@ -116,14 +116,42 @@ fn percentile(xs: &mut [f64], p: f64) -> f64 {
     xs[f] + (xs[c] - xs[f]) * (k - f as f64)
 }
 
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+/// Resident memory of `pid` in MiB (0 if it is gone).
+fn rss_of(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
+        .unwrap_or(0.0)
+}
+
+/// This process and all its descendants (a local cluster's worker processes), with RSS.
+fn process_tree_rss() -> (f64, usize) {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The parent pid is the second field after the parenthesized command name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut tree = vec![std::process::id()];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    (tree.iter().map(|p| rss_of(*p)).sum(), tree.len())
 }
 
 fn main() -> Result<()> {
@@ -166,11 +194,12 @@ fn main() -> Result<()> {
     }
     if only('k') {
         std::thread::sleep(Duration::from_millis(500));
+        let (rss, procs) = process_tree_rss();
         e.emit(
             "memory_idle_rss_total",
-            rss_mib(),
+            rss,
             "MiB",
-            json!({"what": "the driver process, which holds the whole in-process runtime"}),
+            json!({"what": "all engine processes: the driver (with the head and node agent of a local cluster) and its worker processes", "nproc": procs}),
         );
     }
 
@@ -246,7 +275,7 @@ fn main() -> Result<()> {
             .map(|i| {
                 let mut v: Vec<u8> = i.to_le_bytes().repeat(SMALL_BYTES / 8);
                 v.resize(SMALL_BYTES, 0);
-                Bytes(v)
+                Bytes::new(v)
             })
             .collect();
         let t0 = Instant::now();
@@ -294,7 +323,7 @@ fn main() -> Result<()> {
                 x as u8
             })
             .collect();
-        Bytes(v)
+        Bytes::new(v)
     } else {
         Bytes::default()
     };
@@ -302,13 +331,13 @@ fn main() -> Result<()> {
     if only('e') {
         let mut warm = Vec::new();
         let mut fresh = Vec::new();
-        let mut dst = blob.0.clone();
+        let mut dst = blob.to_vec();
         for _ in 0..N_LARGE_ITERS {
             let t0 = Instant::now();
             dst.copy_from_slice(&blob);
             warm.push(t0.elapsed().as_secs_f64());
             let t0 = Instant::now();
-            let d = blob.0.clone();
+            let d = blob.to_vec();
             fresh.push(t0.elapsed().as_secs_f64());
             drop(d);
         }

@@ -12,7 +12,7 @@ use crate::runtime::{current_or_init, NodeInfo};
 /// lent back while it waits, so nested tasks cannot deadlock. See [`get_timeout`] for a bound.
 pub fn get<T: RemoteValue>(r: &ObjectRef<T>) -> Result<T> {
     let blob = r.runtime().wait_object(r.id(), None)?;
-    codec::decode(&blob)
+    codec::decode_shared(&blob)
 }
 
 /// Like [`get`], but gives up with [`Error::Timeout`] after `timeout`.
@@ -20,7 +20,7 @@ pub fn get_timeout<T: RemoteValue>(r: &ObjectRef<T>, timeout: Duration) -> Resul
     let blob = r
         .runtime()
         .wait_object(r.id(), Some(Instant::now() + timeout))?;
-    codec::decode(&blob)
+    codec::decode_shared(&blob)
 }
 
 /// The values of all `refs`, in order. Fails with the first error in input order.
@@ -32,7 +32,7 @@ pub fn get_all<T: RemoteValue>(refs: &[ObjectRef<T>]) -> Result<Vec<T>> {
 pub fn get_all_timeout<T: RemoteValue>(refs: &[ObjectRef<T>], timeout: Duration) -> Result<Vec<T>> {
     let deadline = Instant::now() + timeout;
     refs.iter()
-        .map(|r| codec::decode(&r.runtime().wait_object(r.id(), Some(deadline))?))
+        .map(|r| codec::decode_shared(&r.runtime().wait_object(r.id(), Some(deadline))?))
         .collect()
 }
 

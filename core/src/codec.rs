@@ -6,6 +6,8 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use starling_worker::store::Blob;
+
 use crate::error::Error;
 
 const CONFIG: bincode::config::Configuration = bincode::config::standard();
@@ -25,15 +27,22 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
     Ok(out)
 }
 
-/// Decodes a `T` from all of `bytes`.
+/// Decodes a `T` from a stored object's bytes; `Bytes` inside it share the object's buffer
+/// instead of copying it.
+pub fn decode_shared<T: DeserializeOwned>(blob: &Blob) -> Result<T, Error> {
+    crate::bytes::with_sources(std::slice::from_ref(blob), || decode(blob))
+}
+
+/// Decodes a `T` from all of `bytes`. Byte strings are handed to the decoder borrowed, so
+/// `Bytes` can share a registered source buffer (see [`decode_shared`]).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     let err = |message: String| Error::Codec {
         op: "decode",
         type_name: std::any::type_name::<T>(),
         message,
     };
-    let (v, used) =
-        bincode::serde::decode_from_slice(bytes, CONFIG).map_err(|e| err(e.to_string()))?;
+    let (v, used) = bincode::serde::borrow_decode_from_slice::<T, _>(bytes, CONFIG)
+        .map_err(|e| err(e.to_string()))?;
     if used != bytes.len() {
         return Err(err(format!("{} trailing bytes", bytes.len() - used)));
     }

@@ -97,7 +97,7 @@ impl<T: RemoteValue> Future for ObjectRef<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.handle.rt.poll_object(self.handle.id, cx.waker()) {
-            Poll::Ready(Ok(blob)) => Poll::Ready(codec::decode(&blob)),
+            Poll::Ready(Ok(blob)) => Poll::Ready(codec::decode_shared(&blob)),
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => Poll::Pending,
         }

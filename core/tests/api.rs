@@ -329,7 +329,7 @@ fn dropped_refs_free_their_objects() {
     let (rt, _g) = runtime(2);
     let refs: Vec<_> = (0..1000).map(|i| add::remote(i, 1)).collect();
     let chained = add::remote(&refs[0], 1);
-    let big = starling::put(starling::Bytes(vec![1u8; 1 << 20])).unwrap();
+    let big = starling::put(starling::Bytes::new(vec![1u8; 1 << 20])).unwrap();
     starling::get_all_timeout(&refs, LONG).unwrap();
     starling::get_timeout(&chained, LONG).unwrap();
     assert!(rt.stats().objects >= 1002);

@@ -20,28 +20,72 @@ use std::task::Waker;
 use parking_lot::Mutex;
 use starling_proto::{ObjectId, TaskFailure};
 
-/// An immutable object value: encoded bytes shared by reference count.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Blob(Arc<Vec<u8>>);
+/// An immutable object value: encoded bytes shared by reference count, in memory or mapped
+/// from a node store file (read without copying).
+#[derive(Clone)]
+pub struct Blob(Arc<Backing>);
+
+enum Backing {
+    Heap(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
 
 impl Blob {
     /// Wraps `bytes` without copying them.
     pub fn new(bytes: Vec<u8>) -> Self {
-        Blob(Arc::new(bytes))
+        Blob(Arc::new(Backing::Heap(bytes)))
+    }
+
+    /// Maps the file at `path` read-only. The store's files are immutable once written (written
+    /// under a temporary name, then renamed), and a mapping stays valid if the file is later
+    /// unlinked or spilled, so readers never see it change.
+    pub fn map_file(path: &std::path::Path) -> std::io::Result<Self> {
+        let file = std::fs::File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            return Ok(Blob::new(Vec::new()));
+        }
+        // SAFETY: the file is never written after it is renamed into the store (see above);
+        // the mapping is read-only and private to this process.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        Ok(Blob(Arc::new(Backing::Mapped(map))))
+    }
+
+    /// Whether `slice` points into this blob's bytes.
+    pub fn contains(&self, slice: &[u8]) -> bool {
+        let range = self.as_ptr_range();
+        let s = slice.as_ptr_range();
+        range.start <= s.start && s.end <= range.end
     }
 }
+
+impl Default for Blob {
+    fn default() -> Self {
+        Blob::new(Vec::new())
+    }
+}
+
+impl PartialEq for Blob {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Blob {}
 
 impl Deref for Blob {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        &self.0
+        match &*self.0 {
+            Backing::Heap(v) => v,
+            Backing::Mapped(m) => m,
+        }
     }
 }
 
 impl std::fmt::Debug for Blob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Blob({} B)", self.0.len())
+        write!(f, "Blob({} B)", self.len())
     }
 }
 

@@ -38,17 +38,17 @@ impl LocalStore {
     }
 }
 
-/// Reads the file of a located object if it is on this host (in memory or spilled).
-fn read_local(location: &pb::ObjectLocation, spill_dir: Option<&Path>) -> Option<Vec<u8>> {
+/// Maps the file of a located object if it is on this host (in memory or spilled): no copy.
+fn read_local(location: &pb::ObjectLocation, spill_dir: Option<&Path>) -> Option<Blob> {
     if location.path.is_empty() {
         return None;
     }
     let path = Path::new(&location.path);
-    if let Ok(b) = std::fs::read(path) {
+    if let Ok(b) = Blob::map_file(path) {
         return Some(b);
     }
     let spilled = spill_dir?.join(path.file_name()?);
-    std::fs::read(spilled).ok()
+    Blob::map_file(&spilled).ok()
 }
 
 /// Gets the bytes of a located object: from the file when it is on this host, else from the
@@ -60,7 +60,7 @@ pub(crate) async fn fetch(
     spill_dir: Option<&Path>,
 ) -> Result<Blob, Error> {
     if let Some(b) = read_local(location, spill_dir) {
-        return Ok(Blob::new(b));
+        return Ok(b);
     }
     if location.path.is_empty() && location.address.is_empty() && location.node != 0 {
         return Err(Error::ObjectLost(object));

@@ -220,7 +220,8 @@ fn run_task(
         .collect();
     mark(Some(spec.id));
     let started = std::time::Instant::now();
-    let invoked = exec::invoke(client.registry(), owner, worker, &spec, &args);
+    let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
+    let invoked = exec::invoke(client.registry(), owner, worker, &spec, &args, &sources);
     let runtime_us = started.elapsed().as_micros() as u64;
     // The next task's marker ends this one's output; mark the end only when going idle, so a
     // stream of short tasks costs one marker write per stream per task.

@@ -211,6 +211,7 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
         slot.id,
         task,
         &args,
+        &blobs,
     ) {
         Invoked::Value(bytes) => {
             let size = bytes.len() as u64;
@@ -248,6 +249,7 @@ pub(crate) fn invoke(
     worker: WorkerId,
     task: &TaskSpec,
     args: &[&[u8]],
+    sources: &[Blob],
 ) -> Invoked {
     let Some(entry) = registry.lookup(&task.function) else {
         return Invoked::NotFound;
@@ -259,7 +261,10 @@ pub(crate) fn invoke(
             task: task.id,
         }))
     });
-    let result = catch_unwind(AssertUnwindSafe(|| (entry.invoke)(args)));
+    // `Bytes` arguments share the stored objects' buffers instead of copying them.
+    let result = crate::bytes::with_sources(sources, || {
+        catch_unwind(AssertUnwindSafe(|| (entry.invoke)(args)))
+    });
     CONTEXT.with(|c| c.set(None));
     match result {
         Ok(Ok(bytes)) => Invoked::Value(bytes),
