@@ -31,6 +31,7 @@ use crate::options::TaskOptions;
 use crate::registry::{build_id, Registry};
 use crate::runtime::wait::{self, WaitHooks};
 use crate::runtime::{exec, prepare_call, Config, NodeInfo, RuntimeStats};
+use starling_scheduler::head::HeadService;
 
 /// Values up to this size are sent inline; larger `put`s go to the local node store if there is
 /// one.
@@ -47,7 +48,7 @@ pub(crate) trait Owned: Send + Sync {
 
 pub(crate) struct Client {
     addr: String,
-    out: RwLock<Option<mpsc::UnboundedSender<pb::ClientOp>>>,
+    sink: Sink,
     store: ObjectStore,
     id_base: u64,
     next: AtomicU64,
@@ -63,6 +64,21 @@ pub(crate) struct Client {
     /// The tokio runtime this client created, if it created one (dropped last, off-thread).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
 }
+
+/// Where this client's operations go.
+enum Sink {
+    /// A gRPC session: a channel drained by the request stream, one batch per drain.
+    Grpc(RwLock<Option<mpsc::UnboundedSender<pb::ClientOp>>>),
+    /// A head in this process: applied by direct calls, no socket (the local cluster's driver).
+    Local {
+        head: HeadService,
+        client: u64,
+        open: AtomicBool,
+    },
+}
+
+type Incoming =
+    Pin<Box<dyn Stream<Item = std::result::Result<pb::HeadBatch, tonic::Status>> + Send>>;
 
 /// Batches everything queued on the channel into one message.
 struct Batcher(mpsc::UnboundedReceiver<pb::ClientOp>);
@@ -162,17 +178,87 @@ impl Client {
                 })?;
             // The welcome may share its batch with the first tasks for a worker.
             let rest: Vec<pb::HeadOp> = ops.collect();
-            Ok::<_, Error>((welcome, (rest, incoming)))
+            Ok::<_, Error>((welcome, (rest, Box::pin(incoming) as Incoming)))
         })?;
+        Ok(Client::start(
+            addr,
+            Sink::Grpc(RwLock::new(Some(tx))),
+            welcome,
+            incoming,
+            kind.local,
+            kind.runs,
+            rt,
+        ))
+    }
+
+    /// Opens a session with a head running in this process: operations are applied by direct
+    /// calls, replies come through a channel, no socket on either way.
+    pub fn connect_local(
+        addr: &str,
+        head: HeadService,
+        hello: pb::Hello,
+        local: Option<LocalStore>,
+        rt: tokio::runtime::Handle,
+    ) -> Result<Arc<Client>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let refused = |s: tonic::Status| Error::Refused {
+            addr: addr.to_string(),
+            message: s.message().to_string(),
+        };
+        let client = head.open_local_session(&hello, tx).map_err(refused)?;
+        let mut incoming: Incoming =
+            Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx));
+        let (welcome, rest) = rt.block_on(async {
+            use tokio_stream::StreamExt;
+            let first = incoming.next().await;
+            let mut ops = match first {
+                Some(Ok(b)) => b.ops.into_iter(),
+                _ => Vec::new().into_iter(),
+            };
+            let welcome = ops.next().and_then(|op| match op.kind {
+                Some(head_op::Kind::Welcome(w)) => Some(w),
+                _ => None,
+            });
+            (welcome, ops.collect::<Vec<_>>())
+        });
+        let welcome = welcome.ok_or_else(|| Error::Refused {
+            addr: addr.to_string(),
+            message: "the head did not welcome the session".into(),
+        })?;
+        let sink = Sink::Local {
+            head,
+            client,
+            open: AtomicBool::new(true),
+        };
+        Ok(Client::start(
+            addr,
+            sink,
+            welcome,
+            (rest, incoming),
+            local,
+            None,
+            rt,
+        ))
+    }
+
+    fn start(
+        addr: &str,
+        sink: Sink,
+        welcome: pb::Welcome,
+        incoming: (Vec<pb::HeadOp>, Incoming),
+        local: Option<LocalStore>,
+        runs: Option<crossbeam::channel::Sender<pb::RunTask>>,
+        rt: tokio::runtime::Handle,
+    ) -> Arc<Client> {
         let client = Arc::new(Client {
             addr: addr.to_string(),
-            out: RwLock::new(Some(tx)),
+            sink,
             store: ObjectStore::new(),
             id_base: welcome.id_base,
             next: AtomicU64::new(1),
             job: JobId(welcome.job),
             worker: (welcome.worker != 0).then_some(WorkerId(welcome.worker)),
-            local: kind.local,
+            local,
             closed: OnceLock::new(),
             shut_down: AtomicBool::new(false),
             registry: Registry::get(),
@@ -182,9 +268,8 @@ impl Client {
             own_runtime: Mutex::new(None),
         });
         let weak = Arc::downgrade(&client);
-        let runs = kind.runs;
         rt.spawn(read_loop(weak, incoming, runs));
-        Ok(client)
+        client
     }
 
     pub fn addr(&self) -> &str {
@@ -212,8 +297,24 @@ impl Client {
     }
 
     pub fn send(&self, kind: client_op::Kind) {
-        if let Some(out) = &*self.out.read() {
-            let _ = out.send(pb::ClientOp { kind: Some(kind) });
+        let op = pb::ClientOp { kind: Some(kind) };
+        match &self.sink {
+            Sink::Grpc(out) => {
+                if let Some(out) = &*out.read() {
+                    let _ = out.send(op);
+                }
+            }
+            Sink::Local { head, client, open } => {
+                if open.load(Ordering::Acquire) {
+                    if let Err(s) = head.local_batch(*client, vec![op]) {
+                        let why = format!("refused: {}", s.message());
+                        self.close(Error::HeadLost {
+                            addr: self.addr.clone(),
+                            why,
+                        });
+                    }
+                }
+            }
         }
     }
 
@@ -380,8 +481,15 @@ impl Client {
         if self.shut_down.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Dropping the sender ends the session; the head then stops this job's workers.
-        self.out.write().take();
+        // Ending the session makes the head stop this job's workers.
+        match &self.sink {
+            Sink::Grpc(out) => drop(out.write().take()),
+            Sink::Local { head, client, open } => {
+                if open.swap(false, Ordering::AcqRel) {
+                    head.close_local_session(*client, "driver shut down");
+                }
+            }
+        }
         if let Some(owned) = self.owned.lock().take() {
             owned.stop();
         }
@@ -502,14 +610,17 @@ async fn upload_binary(addr: &str, timeout: Duration) -> Result<String> {
 /// Handles what the head pushes until the session ends.
 async fn read_loop(
     client: std::sync::Weak<Client>,
-    (first, mut incoming): (Vec<pb::HeadOp>, tonic::Streaming<pb::HeadBatch>),
+    (first, mut incoming): (Vec<pb::HeadOp>, Incoming),
     runs: Option<crossbeam::channel::Sender<pb::RunTask>>,
 ) {
     let mut pending = Some(first);
     let end = loop {
         let next = match pending.take() {
             Some(ops) => Ok(Some(pb::HeadBatch { ops })),
-            None => incoming.message().await,
+            None => {
+                use tokio_stream::StreamExt;
+                incoming.next().await.transpose()
+            }
         };
         match next {
             Ok(Some(batch)) => {

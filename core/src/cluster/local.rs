@@ -85,7 +85,15 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
         local: Some(local),
         runs: None,
     };
-    let client = Client::connect(&addr, kind, rt.handle().clone(), config.connect_timeout)?;
+    // The driver talks to its in-process head by direct calls; workers use gRPC.
+    let _ = config.connect_timeout;
+    let client = Client::connect_local(
+        &addr,
+        head.service().clone(),
+        kind.hello,
+        kind.local,
+        rt.handle().clone(),
+    )?;
     client.set_owned(Box::new(LocalCluster {
         head: Mutex::new(Some(head)),
         agent: Mutex::new(Some(agent)),

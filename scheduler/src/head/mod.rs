@@ -15,7 +15,7 @@
 #![allow(clippy::result_large_err)]
 
 mod service;
-mod state;
+pub(crate) mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,6 +30,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use starling_proto::pb;
 
 pub use service::HeadService;
+pub use state::ClientTx;
 
 /// Values up to this size travel inline in messages; larger task results stay on their node.
 pub const INLINE_LIMIT: usize = 100 * 1024;

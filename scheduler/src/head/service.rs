@@ -12,7 +12,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::state::Head;
+use super::state::{ClientTx, Head};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -38,6 +38,23 @@ impl HeadService {
     /// Cluster status, as `starling status` shows it.
     pub fn status_now(&self) -> pb::StatusReply {
         self.head.status()
+    }
+
+    /// Opens a session for a client in this process (the local cluster's driver): its ops are
+    /// applied by [`HeadService::local_batch`] on the caller's thread, without a socket, and the
+    /// head's replies arrive on `tx`, the welcome first.
+    pub fn open_local_session(&self, hello: &pb::Hello, tx: ClientTx) -> Result<u64, Status> {
+        self.head.open_session(hello, tx)
+    }
+
+    /// Applies ops of a local session.
+    pub fn local_batch(&self, client: u64, ops: Vec<pb::ClientOp>) -> Result<(), Status> {
+        self.head.client_batch(client, ops)
+    }
+
+    /// Ends a local session, releasing what it held.
+    pub fn close_local_session(&self, client: u64, why: &str) {
+        self.head.close_session(client, why)
     }
 
     pub(crate) fn close(&self) {

@@ -29,7 +29,8 @@ use crate::{Core, TaskOutcome, Transport};
 /// Objects `put` by drivers live at the head, which is not a scheduler node.
 pub(crate) const HEAD_NODE: NodeId = NodeId(0);
 
-pub(crate) type ClientTx = UnboundedSender<Result<pb::HeadBatch, Status>>;
+/// Where a session's outgoing batches go.
+pub type ClientTx = UnboundedSender<Result<pb::HeadBatch, Status>>;
 pub(crate) type NodeTx = UnboundedSender<Result<pb::HeadToNodeBatch, Status>>;
 
 pub(crate) struct ClientConn {
