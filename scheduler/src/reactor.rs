@@ -137,6 +137,114 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
         TaskState::WaitingForDependencies(missing)
     };
     core.tasks.insert(id, TaskEntry { spec, state, class });
+    if missing > 0 && pipeline_behind_producer(core, t, id) {
+        pipeline_dependents(core, t, id);
+    }
+}
+
+/// After `task` was handed to a worker, hands it the tasks waiting only for `task` (and so on
+/// down the chain), as far as the pipeline allows.
+fn pipeline_dependents(core: &mut Core, t: &mut impl Transport, task: TaskId) {
+    if core.pipeline_depth <= 1 {
+        return;
+    }
+    let mut frontier = vec![task];
+    while let Some(x) = frontier.pop() {
+        let Some(o) = core.objects.get(&ObjectId::from(x)) else {
+            continue;
+        };
+        let waiting: Vec<TaskId> = o
+            .dependents
+            .iter()
+            .copied()
+            .filter(|d| {
+                matches!(
+                    core.tasks.get(d).map(|e| &e.state),
+                    Some(TaskState::WaitingForDependencies(_))
+                )
+            })
+            .collect();
+        for d in waiting {
+            if pipeline_behind_producer(core, t, d) {
+                frontier.push(d);
+            }
+        }
+    }
+}
+
+/// A task whose missing arguments are all being made by tasks already handed to one worker is
+/// handed to that worker too, right behind them (if its class is short and the pipeline has
+/// room): the worker runs it as soon as its input exists, from its own memory, with no round trip
+/// to the head in between. This is what makes a chain of dependent tasks run at the speed of the
+/// worker. If a producer fails, the task fails upstream as usual and the worker's late report of
+/// it is ignored.
+fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskId) -> bool {
+    let entry = &core.tasks[&task];
+    let class = entry.class as usize;
+    let depth = class_depth(core, class);
+    if depth <= 1 {
+        return false;
+    }
+    let mut worker = None;
+    for dep in entry.spec.dependencies() {
+        let pending = core
+            .objects
+            .get(&dep)
+            .is_some_and(|o| o.state == ObjectState::Pending);
+        if !pending {
+            continue;
+        }
+        let Some(TaskState::Running { worker: w, .. }) =
+            core.tasks.get(&dep.task()).map(|e| &e.state)
+        else {
+            return false;
+        };
+        if worker.is_some_and(|x| x != *w) {
+            return false;
+        }
+        worker = Some(*w);
+    }
+    let Some(worker) = worker else {
+        return false;
+    };
+    let job = entry.spec.job;
+    let Some(w) = core.workers.get_mut(&worker) else {
+        return false;
+    };
+    if w.job != job || w.blocked || w.class as usize != class || w.tasks.len() >= depth {
+        return false;
+    }
+    w.tasks.push_back(task);
+    let node = core.nodes[w.node].id;
+    let entry = core.tasks.get_mut(&task).expect("live");
+    entry.state = TaskState::Running { node, worker };
+    t.dispatch(node, worker, &entry.spec);
+    true
+}
+
+/// Puts a task that lost its worker back: waiting for its arguments if some are pending again,
+/// else in its ready queue.
+fn requeue(core: &mut Core, task: TaskId) {
+    let Some(entry) = core.tasks.get(&task) else {
+        return;
+    };
+    let missing = entry
+        .spec
+        .dependencies()
+        .filter(|o| {
+            core.objects
+                .get(o)
+                .is_some_and(|o| o.state == ObjectState::Pending)
+        })
+        .count() as u32;
+    let class = entry.class as usize;
+    let entry = core.tasks.get_mut(&task).expect("checked above");
+    if missing > 0 {
+        entry.state = TaskState::WaitingForDependencies(missing);
+    } else {
+        entry.state = TaskState::Queued;
+        core.classes[class].queue.push_back(task);
+    }
 }
 
 /// A value was stored directly (`put`) on `node`. It starts with one handle.
@@ -222,6 +330,7 @@ pub fn on_task_done(
         return;
     };
     w.tasks.remove(pos);
+    let last = w.tasks.back().copied();
     let node = &mut core.nodes[w.node];
     let node_id = node.id;
     if w.tasks.is_empty() {
@@ -265,6 +374,10 @@ pub fn on_task_done(
                 }
             }
             release_arguments(core, t, &spec);
+            // The worker's pipeline has room again: hand it what waits on its last task.
+            if let Some(last) = last {
+                pipeline_dependents(core, t, last);
+            }
             maybe_free(core, t, ret);
         }
         TaskOutcome::Failed(err) if spec.retry_exceptions && spec.attempt < spec.max_retries => {
@@ -306,8 +419,7 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
             let mut next = (*entry.spec).clone();
             next.attempt += 1;
             entry.spec = Arc::new(next);
-            entry.state = TaskState::Queued;
-            core.classes[entry.class as usize].queue.push_back(task);
+            requeue(core, task);
         } else {
             let exit = exit.to_string();
             fail_task(core, t, task, FailureKind::WorkerDied { exit });
@@ -409,10 +521,12 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                 Placement::Node(i) => {
                     core.classes[c].queue.pop_front();
                     start(core, t, task, i);
+                    pipeline_dependents(core, t, task);
                 }
                 Placement::Wait => {
                     if class_depth(core, c) > 1 && pipeline(core, t, c, task) {
                         core.classes[c].queue.pop_front();
+                        pipeline_dependents(core, t, task);
                         continue;
                     }
                     request_worker_if_starved(core, t, c);

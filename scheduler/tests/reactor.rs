@@ -1505,3 +1505,91 @@ fn a_lost_worker_retries_every_task_pipelined_to_it() {
         "retried on the new worker"
     );
 }
+
+fn chain_task(id: u64, prev: u64) -> starling_proto::TaskSpec {
+    task(id, vec![TaskArg::Object(ObjectId(prev))])
+}
+
+#[test]
+fn a_chain_is_pipelined_behind_its_producer_and_a_failure_still_propagates() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 10);
+    for id in 2..=4 {
+        on_submit(&mut core, &mut t, chain_task(id, id - 1));
+    }
+    schedule(&mut core, &mut t);
+    let dispatched: Vec<TaskId> = t.dispatched().into_iter().map(|(_, task)| task).collect();
+    assert_eq!(
+        dispatched,
+        (1..=4).map(TaskId).collect::<Vec<_>>(),
+        "the chain went ahead"
+    );
+    // Task 2 fails: 3 and 4 fail upstream although they were already handed to the worker.
+    starling_scheduler::reactor::on_task_done(
+        &mut core,
+        &mut t,
+        WorkerId(1),
+        TaskId(1),
+        TaskOutcome::Stored { size: 1 },
+    );
+    starling_scheduler::reactor::on_task_done(
+        &mut core,
+        &mut t,
+        WorkerId(1),
+        TaskId(2),
+        TaskOutcome::Failed(RemoteError::new("panic", "boom")),
+    );
+    for id in [3, 4] {
+        let failed = t.sent.iter().find_map(|s| match s {
+            Sent::ObjectFailed(o, f) if *o == ObjectId(id) => Some(f.clone()),
+            _ => None,
+        });
+        let f = failed.unwrap_or_else(|| panic!("task {id} should fail"));
+        assert_eq!(f.root().task, TaskId(2));
+        // The worker's late report is ignored, and its pipeline drains.
+        starling_scheduler::reactor::on_task_done(
+            &mut core,
+            &mut t,
+            WorkerId(1),
+            TaskId(id),
+            TaskOutcome::BadArgument(RemoteError::new("starling::ObjectLost", "gone")),
+        );
+    }
+    assert_eq!(core.live_tasks(), 0);
+    assert_eq!(core.nodes()[0].available, ResourceSet::cpus(1.0));
+}
+
+#[test]
+fn a_pipelined_chain_on_a_lost_worker_waits_for_its_inputs_again() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 10);
+    on_submit(&mut core, &mut t, chain_task(2, 1));
+    assert!(matches!(
+        core.task_state(TaskId(2)),
+        Some(TaskState::Running { .. })
+    ));
+    starling_scheduler::reactor::on_worker_removed(&mut core, &mut t, WorkerId(1), "killed");
+    assert_eq!(core.task_state(TaskId(1)), Some(&TaskState::Queued));
+    assert_eq!(
+        core.task_state(TaskId(2)),
+        Some(&TaskState::WaitingForDependencies(1))
+    );
+    on_worker_added(&mut core, N1, WorkerId(2));
+    schedule(&mut core, &mut t);
+    starling_scheduler::reactor::on_task_done(
+        &mut core,
+        &mut t,
+        WorkerId(2),
+        TaskId(1),
+        TaskOutcome::Stored { size: 1 },
+    );
+    schedule(&mut core, &mut t);
+    assert!(matches!(
+        core.task_state(TaskId(2)),
+        Some(TaskState::Running { .. })
+    ));
+}

@@ -94,6 +94,8 @@ fn run_worker() -> Result<(), crate::Error> {
         permit: Mutex::new(false),
         freed: Condvar::new(),
         idle: AtomicUsize::new(0),
+        results: Mutex::new(LocalResults::default()),
+        settled: Condvar::new(),
     });
     let _ = POOL.set(pool.clone());
     pool.executor();
@@ -111,6 +113,63 @@ struct Pool {
     freed: Condvar,
     /// Threads waiting for a task.
     idle: AtomicUsize,
+    /// Results of this process's recent tasks, for tasks pipelined behind them.
+    results: Mutex<LocalResults>,
+    settled: Condvar,
+}
+
+/// What tasks pipelined behind others on this worker need: the values of the tasks before them.
+#[derive(Default)]
+struct LocalResults {
+    /// Finished tasks: their value, or `None` if they failed.
+    done: std::collections::HashMap<u64, Option<Blob>>,
+    order: std::collections::VecDeque<u64>,
+    running: std::collections::HashSet<u64>,
+}
+
+/// Results kept for pipelined dependents; older ones are dropped (the head never pipelines a
+/// task that far behind its producer).
+const LOCAL_RESULTS: usize = 4096;
+
+impl Pool {
+    fn started(&self, task: u64) {
+        self.results
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .running
+            .insert(task);
+    }
+
+    fn finished(&self, task: u64, value: Option<Blob>) {
+        let mut r = self.results.lock().unwrap_or_else(|e| e.into_inner());
+        r.running.remove(&task);
+        r.done.insert(task, value);
+        r.order.push_back(task);
+        while r.order.len() > LOCAL_RESULTS {
+            if let Some(old) = r.order.pop_front() {
+                r.done.remove(&old);
+            }
+        }
+        drop(r);
+        self.settled.notify_all();
+    }
+
+    /// The value of a task that ran (or runs) on this worker before the current one.
+    fn local_result(&self, object: ObjectId) -> Option<Blob> {
+        let task = object.task().0;
+        let mut r = self.results.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(v) = r.done.get(&task) {
+                return v.clone();
+            }
+            // Tasks run in the order they were handed over, so the producer has started; it may
+            // still run on another thread while its first task is blocked in `get`.
+            if !r.running.contains(&task) {
+                return None;
+            }
+            r = self.settled.wait(r).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
 
 static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
@@ -135,11 +194,14 @@ impl Pool {
         let owner = Arc::as_ptr(&self.client) as usize;
         loop {
             self.idle.fetch_add(1, Ordering::SeqCst);
+            // Short tasks arrive back to back: spin briefly before sleeping on the channel, so
+            // the next task does not pay for a futex wake.
+            exec::spin_until(exec::IDLE_SPIN, || !self.runs.is_empty());
             let run = self.runs.recv();
             self.idle.fetch_sub(1, Ordering::SeqCst);
             let Ok(run) = run else { return };
             self.acquire();
-            let done = run_task(&self.client, owner, worker, run);
+            let done = self.run_task(owner, worker, run);
             self.release();
             self.client.send(client_op::Kind::Done(done));
         }
@@ -162,90 +224,130 @@ pub(crate) fn task_blocked(blocked: bool) {
     }
 }
 
-fn run_task(
-    client: &Arc<Client>,
-    owner: usize,
-    worker: starling_proto::WorkerId,
-    run: pb::RunTask,
-) -> pb::TaskDone {
-    let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
-        task,
-        kind: Some(kind),
-        runtime_us: 0,
-    };
-    let Some(spec) = run.spec.and_then(|s| TaskSpec::try_from(s).ok()) else {
-        let e = starling_proto::RemoteError::new("starling::Protocol", "malformed task");
-        return failed(0, task_done::Kind::BadArgument((&e).into()));
-    };
-    let task = spec.id.0;
-    if client.is_cancelled(spec.id) {
-        let e = starling_proto::RemoteError::new("starling::Cancelled", "cancelled before it ran");
-        return failed(task, task_done::Kind::Failed((&e).into()));
+impl Pool {
+    fn run_task(
+        &self,
+        owner: usize,
+        worker: starling_proto::WorkerId,
+        run: pb::RunTask,
+    ) -> pb::TaskDone {
+        let client = &self.client;
+        let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
+            task,
+            kind: Some(kind),
+            runtime_us: 0,
+        };
+        let Some(spec) = run.spec.and_then(|s| TaskSpec::try_from(s).ok()) else {
+            let e = starling_proto::RemoteError::new("starling::Protocol", "malformed task");
+            return failed(0, task_done::Kind::BadArgument((&e).into()));
+        };
+        let task = spec.id.0;
+        self.started(task);
+        let done = self.run_spec(client, owner, worker, &spec, &run.args);
+        let value = match &done.kind {
+            Some(task_done::Kind::Inline(bytes)) => Some(Blob::new(bytes.clone())),
+            Some(task_done::Kind::Stored(_)) => client
+                .local_store()
+                .and_then(|l| Blob::map_file(&l.dir.join(spec.return_object().0.to_string())).ok()),
+            _ => None,
+        };
+        self.finished(task, value);
+        done
     }
-    // Resolve arguments: inline bytes as they came, located objects from this host's store
-    // (or fetched from their node).
-    let mut blobs: Vec<Option<Blob>> = Vec::with_capacity(run.args.len());
-    for a in &run.args {
-        match &a.kind {
-            Some(resolved_arg::Kind::Location(l)) => {
-                let object = ObjectId(l.object);
-                let spill = client.local_store().map(|s| s.spill_dir.clone());
-                let got = client.handle().block_on(objects::fetch(
-                    object,
-                    l,
-                    client.addr(),
-                    spill.as_deref(),
-                ));
-                match got {
-                    Ok(b) => blobs.push(Some(b)),
-                    Err(e) => {
-                        let e =
-                            starling_proto::RemoteError::new("starling::ObjectLost", e.to_string());
+
+    fn run_spec(
+        &self,
+        client: &Arc<Client>,
+        owner: usize,
+        worker: starling_proto::WorkerId,
+        spec: &TaskSpec,
+        resolved: &[pb::ResolvedArg],
+    ) -> pb::TaskDone {
+        let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
+            task,
+            kind: Some(kind),
+            runtime_us: 0,
+        };
+        let task = spec.id.0;
+        if client.is_cancelled(spec.id) {
+            let e =
+                starling_proto::RemoteError::new("starling::Cancelled", "cancelled before it ran");
+            return failed(task, task_done::Kind::Failed((&e).into()));
+        }
+        // Resolve arguments: inline bytes as they came, located objects from this host's store
+        // (or fetched from their node).
+        let mut blobs: Vec<Option<Blob>> = Vec::with_capacity(resolved.len());
+        for a in resolved {
+            match &a.kind {
+                Some(resolved_arg::Kind::Local(o)) => match self.local_result(ObjectId(*o)) {
+                    Some(b) => blobs.push(Some(b)),
+                    None => {
+                        let why = format!("argument object O{o} was not made on this worker");
+                        let e = starling_proto::RemoteError::new("starling::ObjectLost", why);
                         return failed(task, task_done::Kind::BadArgument((&e).into()));
                     }
+                },
+                Some(resolved_arg::Kind::Location(l)) => {
+                    let object = ObjectId(l.object);
+                    let spill = client.local_store().map(|s| s.spill_dir.clone());
+                    let got = client.handle().block_on(objects::fetch(
+                        object,
+                        l,
+                        client.addr(),
+                        spill.as_deref(),
+                    ));
+                    match got {
+                        Ok(b) => blobs.push(Some(b)),
+                        Err(e) => {
+                            let e = starling_proto::RemoteError::new(
+                                "starling::ObjectLost",
+                                e.to_string(),
+                            );
+                            return failed(task, task_done::Kind::BadArgument((&e).into()));
+                        }
+                    }
                 }
+                _ => blobs.push(None),
             }
-            _ => blobs.push(None),
         }
-    }
-    let args: Vec<&[u8]> = run
-        .args
-        .iter()
-        .zip(&blobs)
-        .map(|(a, b)| match (&a.kind, b) {
-            (Some(resolved_arg::Kind::Inline(bytes)), _) => bytes.as_slice(),
-            (_, Some(b)) => &**b,
-            _ => &[],
-        })
-        .collect();
-    mark(Some(spec.id));
-    let started = std::time::Instant::now();
-    let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
-    let invoked = exec::invoke(client.registry(), owner, worker, &spec, &args, &sources);
-    let runtime_us = started.elapsed().as_micros() as u64;
-    // The next task's marker ends this one's output; mark the end only when going idle, so a
-    // stream of short tasks costs one marker write per stream per task.
-    if POOL.get().is_none_or(|p| p.runs.is_empty()) {
-        mark(None);
-    }
-    let kind = match invoked {
-        Invoked::Value(bytes) => match client.local_store() {
-            Some(local) if bytes.len() > INLINE_LIMIT => {
-                match local.write(spec.return_object(), &bytes) {
-                    Ok(_) => task_done::Kind::Stored(bytes.len() as u64),
-                    Err(_) => task_done::Kind::Inline(bytes),
+        let args: Vec<&[u8]> = resolved
+            .iter()
+            .zip(&blobs)
+            .map(|(a, b)| match (&a.kind, b) {
+                (Some(resolved_arg::Kind::Inline(bytes)), _) => bytes.as_slice(),
+                (_, Some(b)) => &**b,
+                _ => &[],
+            })
+            .collect();
+        mark(Some(spec.id));
+        let started = std::time::Instant::now();
+        let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
+        let invoked = exec::invoke(client.registry(), owner, worker, spec, &args, &sources);
+        let runtime_us = started.elapsed().as_micros() as u64;
+        // The next task's marker ends this one's output; mark the end only when going idle, so a
+        // stream of short tasks costs one marker write per stream per task.
+        if POOL.get().is_none_or(|p| p.runs.is_empty()) {
+            mark(None);
+        }
+        let kind = match invoked {
+            Invoked::Value(bytes) => match client.local_store() {
+                Some(local) if bytes.len() > INLINE_LIMIT => {
+                    match local.write(spec.return_object(), &bytes) {
+                        Ok(_) => task_done::Kind::Stored(bytes.len() as u64),
+                        Err(_) => task_done::Kind::Inline(bytes),
+                    }
                 }
-            }
-            _ => task_done::Kind::Inline(bytes),
-        },
-        Invoked::Failed(e) => task_done::Kind::Failed((&e).into()),
-        Invoked::BadArgument(e) => task_done::Kind::BadArgument((&e).into()),
-        Invoked::NotFound => task_done::Kind::FunctionNotFound(build_id().to_string()),
-    };
-    pb::TaskDone {
-        task,
-        kind: Some(kind),
-        runtime_us,
+                _ => task_done::Kind::Inline(bytes),
+            },
+            Invoked::Failed(e) => task_done::Kind::Failed((&e).into()),
+            Invoked::BadArgument(e) => task_done::Kind::BadArgument((&e).into()),
+            Invoked::NotFound => task_done::Kind::FunctionNotFound(build_id().to_string()),
+        };
+        pb::TaskDone {
+            task,
+            kind: Some(kind),
+            runtime_us,
+        }
     }
 }
 

@@ -166,12 +166,10 @@ impl Transport for Outbox {
                         Some(v) => pb::resolved_arg::Kind::Inline(v.clone()),
                         None => match self.location(*o) {
                             Some(l) => pb::resolved_arg::Kind::Location(l),
-                            // The scheduler dispatches only tasks whose arguments are ready, so
-                            // a missing value means its node vanished: the worker reports it.
-                            None => pb::resolved_arg::Kind::Location(pb::ObjectLocation {
-                                object: o.0,
-                                ..Default::default()
-                            }),
+                            // Not settled yet: the scheduler pipelined this task behind the one
+                            // that makes it, on this same worker (or its node vanished, which the
+                            // worker reports as a lost object).
+                            None => pb::resolved_arg::Kind::Local(o.0),
                         },
                     },
                 }),
