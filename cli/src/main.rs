@@ -1,8 +1,20 @@
 //! `starling`: the command-line tool.
 //!
-//! The engine currently runs in-process (see `starling::Runtime`); the cluster verbs (`head`,
-//! `worker`, `status`, `job ..`) arrive with the distributed engine. Today the tool reports its
-//! version and what a program linked against this build of Starling would get.
+//! - `starling head`: run a head (the scheduler behind gRPC) in the foreground.
+//! - `starling worker --head ADDR`: run a node agent that joins that head.
+//! - `starling status --head ADDR`: print the head's nodes, task counters and objects.
+//! - `starling info`: start an in-process runtime and report what this build offers.
+//!
+//! Client commands take the head from `--head` or, without it, from `STARLING_HEAD` (the same
+//! variable payloads read to connect). Errors are one line on stderr, `error: ...` with the
+//! chain of causes, and a non-zero exit code.
+
+mod head;
+mod parse;
+mod status;
+mod worker;
+
+use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -20,6 +32,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a head: the scheduler that node agents join and drivers connect to.
+    ///
+    /// Prints the address to connect to as the first line of stdout (and nothing else there);
+    /// stops on Ctrl-C or SIGTERM.
+    Head(head::HeadArgs),
+    /// Run a node agent that joins a head and runs worker processes for its jobs.
+    ///
+    /// Stops on Ctrl-C or SIGTERM (exit code 0) or when the head is lost (exit code 1).
+    Worker(worker::WorkerArgs),
+    /// Print a head's nodes, task counters and objects.
+    Status(status::StatusArgs),
     /// Start an in-process runtime, report its node and resources, and shut it down.
     Info {
         /// Executor threads (default: one per core).
@@ -28,23 +51,103 @@ enum Command {
     },
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
-        Command::Info { threads } => {
-            let config = match threads {
-                Some(n) => starling::Config::default().threads(usize::from(n)),
-                None => starling::Config::default(),
-            };
-            let rt = starling::Runtime::with_config(config)?;
-            println!("starling {}", env!("CARGO_PKG_VERSION"));
-            for n in rt.nodes() {
-                println!(
-                    "node {} at {}: resources {}, available {}, alive {}",
-                    n.id, n.address, n.resources, n.available, n.alive
-                );
-            }
-            rt.shutdown();
+fn main() -> ExitCode {
+    let outcome = match Cli::parse().command {
+        Command::Head(args) => head::run(args),
+        Command::Worker(args) => worker::run(args),
+        Command::Status(args) => status::run(args),
+        Command::Info { threads } => info(threads),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            ExitCode::FAILURE
         }
     }
+}
+
+/// The chain of causes on one line, `outer: inner: root`. A cause whose text an outer message
+/// already contains is left out: some error types both print their source and return it from
+/// `source()`, which would otherwise show the same words twice.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+fn info(threads: Option<u16>) -> Result<()> {
+    let config = match threads {
+        Some(n) => starling::Config::default().threads(usize::from(n)),
+        None => starling::Config::default(),
+    };
+    let rt = starling::Runtime::with_config(config)?;
+    println!("starling {}", env!("CARGO_PKG_VERSION"));
+    for n in rt.nodes() {
+        println!(
+            "node {} at {}: resources {}, available {}, alive {}",
+            n.id, n.address, n.resources, n.available, n.alive
+        );
+    }
+    rt.shutdown();
     Ok(())
+}
+
+/// Resolves with the signal's name on the first SIGINT or SIGTERM.
+async fn shutdown_signal() -> Result<&'static str> {
+    #[cfg(unix)]
+    {
+        use anyhow::Context;
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+        tokio::select! {
+            _ = term.recv() => Ok("SIGTERM"),
+            _ = int.recv() => Ok("SIGINT"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await?;
+        Ok("Ctrl-C")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_fit_on_one_line_without_repeats() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use");
+        // Like `HeadError::Bind`: the source is in the message and in `source()`.
+        #[derive(Debug)]
+        struct Bind(std::io::Error);
+        impl std::fmt::Display for Bind {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot listen on 127.0.0.1:1: {}", self.0)
+            }
+        }
+        impl std::error::Error for Bind {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = anyhow::Error::new(Bind(io)).context("cannot start the head");
+        assert_eq!(
+            one_line(&e),
+            "cannot start the head: cannot listen on 127.0.0.1:1: Address already in use"
+        );
+        let e = anyhow::anyhow!("root").context("middle").context("outer");
+        assert_eq!(one_line(&e), "outer: middle: root");
+    }
 }

@@ -77,6 +77,14 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
     );
 }
 
+/// `n` workers were asked of `node` outside the scheduler (started ahead for a new job): while
+/// they start, the scheduler does not ask for more.
+pub fn on_workers_requested(core: &mut Core, node: NodeId, n: usize) {
+    if let Some(&i) = core.node_index.get(&node) {
+        core.nodes[i].requested_workers += n;
+    }
+}
+
 /// A driver or task submitted `spec`. Its return object starts with one handle (the caller's
 /// `ObjectRef`).
 pub fn on_submit(core: &mut Core, t: &mut impl Transport, spec: TaskSpec) {

@@ -62,7 +62,7 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
     let loopback = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
     let head = rt
         .block_on(head::serve(HeadConfig::new(loopback(0), data.join("head"))))
-        .map_err(|e| Error::Startup(e.to_string()))?;
+        .map_err(|e| Error::Startup(chain(&e)))?;
     let addr = head.addr().to_string();
     let mut ac = AgentConfig::new(addr.clone(), config.resources.clone());
     ac.worker_binary = Some(exe);
@@ -74,7 +74,7 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
     let spill_dir = ac.spill_dir.clone();
     let agent = rt
         .block_on(agent::start(ac))
-        .map_err(|e| Error::Startup(e.to_string()))?;
+        .map_err(|e| Error::Startup(chain(&e)))?;
     let local = LocalStore {
         node: agent.node_id().0,
         dir: store_dir.clone(),
@@ -126,4 +126,16 @@ fn sweep_stale(root: &Path) {
             }
         }
     }
+}
+
+/// An error and its causes, as one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
 }

@@ -37,8 +37,12 @@ pub(crate) static WORKER_MODE_HOOK: extern "C" fn() = worker_mode_hook;
 
 #[cfg(target_os = "linux")]
 extern "C" fn worker_mode_hook() {
-    if std::env::var_os(env::HEAD).is_some() {
-        let code = match std::panic::catch_unwind(run_worker) {
+    if let Some(head) = std::env::var_os(env::HEAD) {
+        // Programs that tasks start (a `starling` CLI call, another Starling program) must not
+        // become workers too. This runs before `main`, on the only thread.
+        std::env::remove_var(env::HEAD);
+        let head = head.to_string_lossy().into_owned();
+        let code = match std::panic::catch_unwind(|| run_worker(head)) {
             Ok(Ok(())) => 0,
             Ok(Err(e)) => {
                 eprintln!("starling worker: {e}");
@@ -55,9 +59,8 @@ fn var(name: &str) -> Result<String, crate::Error> {
         .map_err(|_| crate::Error::Startup(format!("worker mode needs {name} in the environment")))
 }
 
-fn run_worker() -> Result<(), crate::Error> {
+fn run_worker(head: String) -> Result<(), crate::Error> {
     exec::install_panic_hook();
-    let head = var(env::HEAD)?;
     let node: u64 = var(env::NODE)?
         .parse()
         .map_err(|_| crate::Error::Startup("bad node id".into()))?;

@@ -71,7 +71,7 @@ impl HeadConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum HeadError {
     /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -79,7 +79,7 @@ pub enum HeadError {
         source: std::io::Error,
     },
     /// The data directory could not be created.
-    #[error("cannot use data directory {path}: {source}")]
+    #[error("cannot use data directory {}", path.display())]
     DataDir {
         /// The directory.
         path: PathBuf,

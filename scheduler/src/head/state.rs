@@ -312,6 +312,7 @@ impl Head {
                 .map(|n| (n.id, (n.total.get("CPU").ceil() as u32).max(1)))
                 .collect();
             for (node, count) in starts {
+                reactor::on_workers_requested(&mut st.core, node, count as usize);
                 let start = pb::StartWorkers {
                     job: job.0,
                     build: hello.build.clone(),
@@ -409,6 +410,7 @@ impl Head {
             .map(|(j, info)| (*j, info.build.clone()))
             .collect();
         for (job, build) in jobs {
+            reactor::on_workers_requested(&mut st.core, node, cpus as usize);
             let start = pb::StartWorkers {
                 job: job.0,
                 build,

@@ -38,7 +38,7 @@ pub enum AgentError {
         reason: String,
     },
     /// A file or directory the agent needs could not be created, read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("I/O error on {}", path.display())]
     Io {
         /// The path involved.
         path: PathBuf,
@@ -47,7 +47,7 @@ pub enum AgentError {
         source: std::io::Error,
     },
     /// The object service could not listen on its address.
-    #[error("cannot serve objects on {addr}: {source}")]
+    #[error("cannot serve objects on {addr}")]
     Bind {
         /// The address from `AgentConfig::object_bind`.
         addr: SocketAddr,
@@ -56,7 +56,7 @@ pub enum AgentError {
         source: std::io::Error,
     },
     /// A worker process could not be started.
-    #[error("cannot start worker binary {}: {source}", binary.display())]
+    #[error("cannot start worker binary {}", binary.display())]
     Spawn {
         /// The executable.
         binary: PathBuf,

@@ -1,0 +1,287 @@
+//! `starling status`: asks the head for its `Status` report and prints it.
+//!
+//! One connection attempt and one call, both inside `--timeout`: a status query should answer
+//! "the head is not there" quickly rather than wait for it to come up.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use starling_proto::pb;
+use tonic::transport::Endpoint;
+
+use crate::parse;
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The head to ask (host:port).
+    #[arg(long, value_name = "ADDR", env = "STARLING_HEAD")]
+    head: String,
+    /// Seconds to wait for the head's answer.
+    #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "5")]
+    timeout: Duration,
+}
+
+pub fn run(args: StatusArgs) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the I/O runtime")?;
+    let reply = rt.block_on(fetch(&args.head, args.timeout))?;
+    print!("{}", render(&args.head, &reply));
+    Ok(())
+}
+
+/// The head's address as a URI (`host:port` gets `http://`).
+pub fn head_uri(addr: &str) -> String {
+    if addr.starts_with("http://") || addr.starts_with("https://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    }
+}
+
+/// Calls `Status` on the head at `addr`, all within `timeout`.
+pub async fn fetch(addr: &str, timeout: Duration) -> Result<pb::StatusReply> {
+    let endpoint = Endpoint::from_shared(head_uri(addr))
+        .map_err(|e| anyhow!("`{addr}` is not a head address (host:port): {}", root(&e)))?
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    let unreachable = |why: String| anyhow!("head at {addr} is unreachable: {why}");
+    let call = async {
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| unreachable(root(&e)))?;
+        pb::head_client::HeadClient::new(channel)
+            .status(pb::StatusRequest {})
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| match s.code() {
+                tonic::Code::Unavailable | tonic::Code::Cancelled => unreachable(root(&s)),
+                code => anyhow!(
+                    "head at {addr} refused the status request ({code:?}): {}",
+                    s.message()
+                ),
+            })
+    };
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result,
+        Err(_) => Err(unreachable(format!(
+            "no answer within {:.1}s",
+            timeout.as_secs_f64()
+        ))),
+    }
+}
+
+/// The innermost cause of an error: tonic's own messages ("transport error") say little.
+fn root(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    let s = cur.to_string();
+    if s.is_empty() {
+        e.to_string()
+    } else {
+        s
+    }
+}
+
+/// The report as text: a summary line, one row per node, the task counters.
+pub fn render(head: &str, r: &pb::StatusReply) -> String {
+    let alive = r.nodes.iter().filter(|n| n.alive).count();
+    let mut out = String::new();
+    let _ = writeln!(out, "head {head}");
+    let _ = writeln!(out, "nodes: {alive} alive, {} dead", r.nodes.len() - alive);
+    let mut rows = vec![[
+        "NODE",
+        "ADDRESS",
+        "POOL",
+        "STATE",
+        "WORKERS",
+        "RESOURCES (used/total)",
+        "STORE (memory, spilled, objects)",
+    ]
+    .map(String::from)];
+    for n in &r.nodes {
+        let store = n.store.unwrap_or_default();
+        rows.push([
+            format!("N{}", n.id),
+            n.address.clone(),
+            if n.pool.is_empty() {
+                "default".into()
+            } else {
+                n.pool.clone()
+            },
+            if n.alive { "alive" } else { "dead" }.into(),
+            n.workers.to_string(),
+            resources(n.total.as_ref(), n.available.as_ref()),
+            format!(
+                "{}, {}, {}",
+                parse::human_bytes(store.memory_bytes),
+                parse::human_bytes(store.spilled_bytes),
+                store.objects
+            ),
+        ]);
+    }
+    if !r.nodes.is_empty() {
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| {
+                rows.iter()
+                    .map(|row| row[c].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for row in &rows {
+            let mut line = String::from(" ");
+            for (cell, w) in row.iter().zip(&widths) {
+                let _ = write!(line, " {cell:<w$} ");
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    let _ = writeln!(
+        out,
+        "tasks: submitted={} queued={} running={} succeeded={} failed={}",
+        r.submitted, r.queued, r.running, r.succeeded, r.failed
+    );
+    let _ = writeln!(
+        out,
+        "objects: {} (head store {})",
+        r.objects,
+        parse::human_bytes(r.head_store_bytes)
+    );
+    out
+}
+
+/// `cpu 1/2, gpu 0/1, ssd 0/4`: per resource of the node, in use and offered.
+fn resources(total: Option<&pb::Resources>, available: Option<&pb::Resources>) -> String {
+    let units = |r: Option<&pb::Resources>| -> BTreeMap<String, u64> {
+        r.map(|r| {
+            r.amounts
+                .iter()
+                .map(|a| (a.name.to_ascii_lowercase(), a.milli4))
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let (total, available) = (units(total), units(available));
+    if total.is_empty() {
+        return "nothing".into();
+    }
+    // CPU and GPU first, then custom resources by name.
+    let mut names: Vec<&String> = total.keys().collect();
+    names.sort_by_key(|n| (n.as_str() != "cpu", n.as_str() != "gpu", n.as_str()));
+    names
+        .into_iter()
+        .map(|name| {
+            let t = total[name];
+            let free = available.get(name).copied().unwrap_or(0);
+            format!(
+                "{name} {}/{}",
+                parse::units(t.saturating_sub(free)),
+                parse::units(t)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn amounts(list: &[(&str, u64)]) -> Option<pb::Resources> {
+        Some(pb::Resources {
+            amounts: list
+                .iter()
+                .map(|(n, u)| pb::ResourceAmount {
+                    name: n.to_string(),
+                    milli4: *u,
+                })
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn renders_nodes_and_counters() {
+        let reply = pb::StatusReply {
+            nodes: vec![
+                pb::NodeStatus {
+                    id: 1,
+                    address: "127.0.0.1:4000".into(),
+                    total: amounts(&[("ssd", 40_000), ("CPU", 20_000)]),
+                    available: amounts(&[("ssd", 40_000), ("CPU", 5_000)]),
+                    alive: true,
+                    workers: 2,
+                    store: Some(pb::StoreUsage {
+                        memory_bytes: 100_000_000,
+                        spilled_bytes: 0,
+                        objects: 1,
+                    }),
+                    pool: String::new(),
+                },
+                pb::NodeStatus {
+                    id: 2,
+                    address: "10.0.0.2:4000".into(),
+                    alive: false,
+                    pool: "gpu".into(),
+                    ..Default::default()
+                },
+            ],
+            submitted: 41,
+            queued: 1,
+            running: 2,
+            succeeded: 37,
+            failed: 1,
+            objects: 3,
+            head_store_bytes: 2048,
+        };
+        let text = render("127.0.0.1:6380", &reply);
+        assert!(text.starts_with("head 127.0.0.1:6380\nnodes: 1 alive, 1 dead\n"));
+        assert!(
+            text.contains("  N1    127.0.0.1:4000  default  alive  2        cpu 1.5/2, ssd 0/4")
+        );
+        assert!(text.contains("95.4 MiB, 0 B, 1"), "{text}");
+        assert!(text.contains("  N2    10.0.0.2:4000   gpu      dead   0        nothing"));
+        assert!(text.contains("tasks: submitted=41 queued=1 running=2 succeeded=37 failed=1\n"));
+        assert!(text.ends_with("objects: 3 (head store 2.0 KiB)\n"));
+    }
+
+    #[test]
+    fn an_empty_cluster_has_no_table() {
+        let text = render("h:1", &pb::StatusReply::default());
+        assert!(text.contains("nodes: 0 alive, 0 dead\ntasks:"), "{text}");
+    }
+
+    #[test]
+    fn a_dead_port_is_unreachable_at_once() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let addr = format!("127.0.0.1:{port}");
+        let t0 = std::time::Instant::now();
+        let e = rt
+            .block_on(fetch(&addr, Duration::from_secs(5)))
+            .unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        let msg = format!("{e:#}");
+        assert!(
+            msg.starts_with(&format!("head at {addr} is unreachable: ")),
+            "{msg}"
+        );
+        let e = rt
+            .block_on(fetch("a b:1", Duration::from_secs(1)))
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("not a head address"), "{e:#}");
+    }
+}

@@ -1,0 +1,213 @@
+//! `starling worker`: runs a node agent in the foreground.
+//!
+//! The agent registers this host with the head, starts the worker processes the head asks for
+//! (each job's own binary, downloaded from the head), serves this node's objects to other
+//! nodes, and keeps the node store under its cap. It runs until SIGINT or SIGTERM (a clean
+//! stop, exit code 0) or until the head is lost (exit code 1): a node without its head can do
+//! nothing useful, and a supervisor restarting it is the right place to retry.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use starling_proto::ResourceSet;
+use starling_worker::agent::{self, AgentConfig, AgentError};
+
+use crate::parse;
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// The head to join (host:port).
+    #[arg(long, value_name = "ADDR", env = "STARLING_HEAD")]
+    head: String,
+    /// CPUs this node offers [default: the number of cores].
+    #[arg(long, value_name = "N", value_parser = parse::amount)]
+    num_cpus: Option<f64>,
+    /// GPUs this node offers.
+    #[arg(long, value_name = "N", value_parser = parse::amount, default_value_t = 0.0)]
+    num_gpus: f64,
+    /// Custom resources this node offers: `name=amount` pairs, comma-separated.
+    #[arg(long, value_name = "K=V,..", value_parser = parse::resources)]
+    resources: Option<parse::CustomResources>,
+    /// The compute pool to join [default: the default pool].
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pool: String,
+    /// Memory cap of the node's object store; larger contents spill to disk. Accepts K, M, G,
+    /// T suffixes [default: 30% of physical memory].
+    #[arg(long, value_name = "BYTES", value_parser = parse::bytes)]
+    store_cap: Option<u64>,
+    /// Where the agent's log and one log per worker process go [default: $TMPDIR/starling/logs].
+    #[arg(long, value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+    /// Where job binaries downloaded from the head are cached, one file per build [default:
+    /// $TMPDIR/starling/bin-cache].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Seconds to keep trying to reach the head before giving up.
+    #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "10")]
+    connect_timeout: Duration,
+}
+
+impl WorkerArgs {
+    fn resources(&self) -> ResourceSet {
+        let cpus = self
+            .num_cpus
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) as f64);
+        let mut set = ResourceSet::cpus(cpus).with("GPU", self.num_gpus);
+        for (name, amount) in self.resources.iter().flat_map(|r| &r.0) {
+            set = set.with(name, *amount);
+        }
+        set
+    }
+
+    fn config(&self) -> AgentConfig {
+        let mut config = AgentConfig::new(self.head.clone(), self.resources());
+        config.pool.clone_from(&self.pool);
+        if let Some(cap) = self.store_cap {
+            config.store_cap_bytes = cap;
+        }
+        if let Some(dir) = &self.log_dir {
+            config.log_dir.clone_from(dir);
+        }
+        if let Some(dir) = &self.cache_dir {
+            config.cache_dir.clone_from(dir);
+        }
+        config.connect_timeout = self.connect_timeout;
+        config
+    }
+}
+
+pub fn run(args: WorkerArgs) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("starling-agent")
+        .enable_all()
+        .build()
+        .context("cannot start the I/O runtime")?;
+    rt.block_on(serve(args))
+}
+
+async fn serve(args: WorkerArgs) -> Result<()> {
+    let config = args.config();
+    let (log_dir, resources) = (config.log_dir.clone(), config.resources.clone());
+    let mut agent = agent::start(config).await.map_err(|e| match e {
+        AgentError::HeadUnreachable { addr } => anyhow!(
+            "head at {addr} is unreachable: no answer within {:.1}s (is `starling head` \
+             running there?)",
+            args.connect_timeout.as_secs_f64()
+        ),
+        other => anyhow::Error::new(other).context("cannot join the cluster"),
+    })?;
+    eprintln!(
+        "node {} joined {}; objects at {}",
+        agent.node_id(),
+        args.head,
+        agent.object_address()
+    );
+    eprintln!(
+        "node {}: resources {resources}, pool {}, logs in {}",
+        agent.node_id(),
+        if args.pool.is_empty() {
+            "default"
+        } else {
+            &args.pool
+        },
+        log_dir.display()
+    );
+    let node = agent.node_id();
+    let stopped_by = tokio::select! {
+        signal = crate::shutdown_signal() => Some(signal?),
+        lost = agent.wait() => {
+            lost.with_context(|| format!("node {node} stopped"))?;
+            None
+        }
+    };
+    match stopped_by {
+        Some(signal) => {
+            eprintln!("node {node}: {signal}, stopping its worker processes");
+            agent.shutdown().await;
+        }
+        None => eprintln!("node {node}: stopped"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        worker: WorkerArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<WorkerArgs, clap::Error> {
+        let argv = ["worker", "--head", "127.0.0.1:1"].iter().chain(args);
+        Cli::try_parse_from(argv).map(|c| c.worker)
+    }
+
+    #[test]
+    fn builds_the_agent_config() {
+        let w = parse(&[
+            "--num-cpus",
+            "2",
+            "--num-gpus",
+            "0.5",
+            "--resources",
+            "ssd=1,mem.gb=64",
+            "--pool",
+            "gpu",
+            "--store-cap",
+            "1G",
+            "--connect-timeout",
+            "2.5",
+            "--log-dir",
+            "/tmp/l",
+            "--cache-dir",
+            "/tmp/c",
+        ])
+        .unwrap();
+        let c = w.config();
+        assert_eq!(c.head, "127.0.0.1:1");
+        assert_eq!(c.resources.get("CPU"), 2.0);
+        assert_eq!(c.resources.get("GPU"), 0.5);
+        assert_eq!(c.resources.get("ssd"), 1.0);
+        assert_eq!(c.resources.get("mem.gb"), 64.0);
+        assert_eq!(c.pool, "gpu");
+        assert_eq!(c.store_cap_bytes, 1 << 30);
+        assert_eq!(c.connect_timeout, Duration::from_millis(2500));
+        assert_eq!(c.log_dir, PathBuf::from("/tmp/l"));
+        assert_eq!(c.cache_dir, PathBuf::from("/tmp/c"));
+    }
+
+    #[test]
+    fn defaults_to_every_core() {
+        let c = parse(&[]).unwrap().config();
+        let cores = std::thread::available_parallelism().unwrap().get() as f64;
+        assert_eq!(c.resources.get("CPU"), cores);
+        assert_eq!(c.resources.get("GPU"), 0.0);
+        assert_eq!(c.pool, "");
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        for bad in [
+            &["--resources", "ssd"][..],
+            &["--resources", "ssd=-1"],
+            &["--resources", "CPU=2"],
+            &["--num-cpus", "-1"],
+            &["--store-cap", "lots"],
+            &["--connect-timeout", "0"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+}

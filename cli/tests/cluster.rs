@@ -1,0 +1,660 @@
+//! Multi-process cluster tests: a `starling head`, two `starling worker`s and the example
+//! payloads (`examples/cluster_*.rs`), each a separate process with its own log file.
+//!
+//! Every test starts its own cluster on a free port, under its own temporary directory. Every
+//! wait is bounded; a failure message carries the tail of every log file (the head's, the
+//! agents', each worker process's and each payload's). Dropping the cluster stops the agents,
+//! then the head (SIGTERM, then SIGKILL for whatever is still there after a grace period).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long a head or a set of agents may take to come up.
+const STARTUP: Duration = Duration::from_secs(30);
+/// How long a payload may run (debug builds; the big-object payload moves 100 MB).
+const PAYLOAD: Duration = Duration::from_secs(180);
+/// How long a process may take to exit after SIGTERM.
+const GRACE: Duration = Duration::from_secs(10);
+
+const STARLING: &str = env!("CARGO_BIN_EXE_starling");
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[test]
+fn dag_lands_on_both_nodes() {
+    let mut c = Cluster::start("dag", 2);
+    let out = c.run("cluster_dag", &["40"]);
+    let nodes: Vec<&str> = out.get(&c, "nodes").split(',').collect();
+    c.check(
+        nodes.len() == 2 && nodes[0] != nodes[1],
+        &format!("the DAG ran on nodes {nodes:?}, expected 2 distinct ones"),
+    );
+    c.check(
+        out.get(&c, "sum") == (0..40u64).sum::<u64>().to_string(),
+        "the DAG's sum is wrong",
+    );
+    c.assert_running();
+    c.stop_cleanly();
+}
+
+#[test]
+fn big_object_moves_from_node_a_to_node_b() {
+    let c = Cluster::start("big", 2);
+    let out = c.run("cluster_big_object", &[]);
+    c.check(out.get(&c, "len") == "100000000", "wrong length");
+    c.check(out.get(&c, "checksum_ok") == "true", "checksum mismatch");
+    c.check(
+        out.get(&c, "producer_node") != out.get(&c, "consumer_node"),
+        "producer and consumer ran on the same node",
+    );
+    c.assert_running();
+}
+
+#[test]
+fn nested_tasks_sum_up() {
+    let c = Cluster::start("nested", 2);
+    let out = c.run("cluster_nested", &["1024"]);
+    c.check(
+        out.get(&c, "sum") == (0..1024u64).sum::<u64>().to_string(),
+        "the nested sum is wrong",
+    );
+    c.assert_running();
+}
+
+#[test]
+fn a_missing_function_fails_with_function_not_found() {
+    let c = Cluster::start("missing", 2);
+    // A first payload's binary is uploaded and cached on the nodes; the second driver is
+    // another binary that asks for a function nobody has.
+    c.run("cluster_dag", &["8"]);
+    let out = c.run("cluster_missing_fn", &[]);
+    c.check(
+        out.get(&c, "kind") == "FunctionNotFound",
+        "wrong error kind",
+    );
+    c.check(
+        out.get(&c, "error").contains("nowhere::missing#0"),
+        "the error does not name the function",
+    );
+    c.assert_running();
+}
+
+#[test]
+fn status_lists_two_alive_nodes() {
+    let c = Cluster::start("status", 2);
+    let (status, stdout, stderr) = c.status();
+    c.check(
+        status.success(),
+        &format!("status failed: {stdout}{stderr}"),
+    );
+    let alive_rows = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('N') && l.contains(" alive "))
+        .count();
+    c.check(
+        stdout.contains("nodes: 2 alive, 0 dead")
+            && alive_rows == 2
+            && stdout.contains("tasks: submitted="),
+        &format!("unexpected status:\n{stdout}"),
+    );
+    c.assert_running();
+}
+
+#[test]
+fn dead_heads_and_bad_flags_fail_fast() {
+    let dead = format!("127.0.0.1:{}", free_port());
+    let t0 = Instant::now();
+    let (status, _, stderr) = output_within(
+        Command::new(STARLING).args(["status", "--head", &dead]),
+        Duration::from_secs(10),
+    )
+    .unwrap_or_else(|e| panic!("status against a dead port: {e}"));
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("error: head at {dead} is unreachable")),
+        "{stderr}"
+    );
+
+    let t0 = Instant::now();
+    let (status, _, stderr) = output_within(
+        Command::new(STARLING).args(["worker", "--head", &dead, "--connect-timeout", "1"]),
+        Duration::from_secs(10),
+    )
+    .unwrap_or_else(|e| panic!("worker against a dead port: {e}"));
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("head at {dead} is unreachable")),
+        "{stderr}"
+    );
+
+    for (flag, value, says) in [
+        ("--resources", "ssd", "not a `name=amount` pair"),
+        ("--resources", "ssd=-2", "non-negative"),
+        ("--num-cpus", "two", "not a number"),
+        ("--store-cap", "1.5G", "not a size unit"),
+    ] {
+        let (status, _, stderr) = output_within(
+            Command::new(STARLING).args(["worker", "--head", &dead, flag, value]),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert!(!status.success(), "{flag} {value} was accepted");
+        assert!(stderr.contains(says), "{flag} {value}: {stderr}");
+    }
+}
+
+#[test]
+fn garbage_on_the_head_port_does_not_stop_it() {
+    let c = Cluster::start("garbage", 2);
+    let mut rng = XorShift::seeded();
+    let mut noise = vec![0u8; 64 * 1024];
+    rng.fill(&mut noise);
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let payloads: Vec<Vec<u8>> = vec![
+        noise.clone(),
+        // A valid HTTP/2 preface, then junk where frames should be.
+        [&preface[..], &noise[..4096]].concat(),
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        Vec::new(),
+    ];
+    for bytes in &payloads {
+        let mut s = TcpStream::connect(&c.head)
+            .unwrap_or_else(|e| c.fail(&format!("cannot connect to the head: {e}")));
+        // The head may hang up halfway through the junk; that is its right.
+        let _ = s.write_all(bytes);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        drop(s);
+    }
+    c.assert_running();
+    let out = c.run("cluster_dag", &["20"]);
+    c.check(
+        out.get(&c, "nodes").split(',').count() == 2,
+        "the DAG did not reach both nodes after the garbage",
+    );
+    c.check(
+        out.get(&c, "sum") == (0..20u64).sum::<u64>().to_string(),
+        "wrong sum after the garbage",
+    );
+    c.wait_alive(2);
+    c.assert_running();
+}
+
+#[test]
+fn a_worker_exits_with_an_error_when_the_head_dies() {
+    let mut c = Cluster::start("headloss", 1);
+    c.procs[0].child.kill().expect("kill the head");
+    let Some(status) = wait_within(&mut c.procs[1].child, STARTUP) else {
+        c.fail("the worker kept running after its head died")
+    };
+    c.check(
+        status.code() == Some(1),
+        &format!("the worker exited with {status}, expected code 1"),
+    );
+    let log = std::fs::read_to_string(&c.procs[1].log).unwrap_or_default();
+    c.check(
+        log.contains("error: node N1 stopped: lost the head at"),
+        "the worker did not say it lost the head",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness
+
+/// One process of the cluster.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+/// A head and its node agents, each a `starling` process logging under `dir`.
+struct Cluster {
+    dir: PathBuf,
+    /// The head's address, as its first line of stdout gave it.
+    head: String,
+    /// The head first, then the agents.
+    procs: Vec<Proc>,
+}
+
+/// A payload's `key=value` lines.
+struct Payload {
+    name: String,
+    values: BTreeMap<String, String>,
+}
+
+impl Payload {
+    #[track_caller]
+    fn get(&self, c: &Cluster, key: &str) -> &str {
+        match self.values.get(key) {
+            Some(v) => v,
+            None => c.fail(&format!("{} printed no `{key}=` line", self.name)),
+        }
+    }
+}
+
+impl Cluster {
+    /// Starts a head on a free port and `workers` agents with 2 CPUs each, and waits until the
+    /// head reports them all alive.
+    fn start(name: &str, workers: usize) -> Cluster {
+        // Build the payloads first: a build failure is not a cluster failure.
+        examples_dir();
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir()
+            .join("starling-cli-tests")
+            .join(format!(
+                "{name}-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the test directory");
+        let mut c = Cluster {
+            dir,
+            head: String::new(),
+            procs: Vec::new(),
+        };
+        let head_out = c.dir.join("head.stdout");
+        let data_dir = c.dir.join("head-data");
+        c.spawn(
+            "head",
+            Command::new(STARLING)
+                .args(["head", "--port", "0", "--data-dir"])
+                .arg(&data_dir),
+            Some(&head_out),
+        );
+        c.head = c.read_head_address(&head_out);
+        for i in 1..=workers {
+            // Logs, and the binaries the node downloads, stay inside the test's directory.
+            let node_dir = c.dir.join(format!("node-{i}"));
+            c.spawn(
+                &format!("worker-{i}"),
+                Command::new(STARLING)
+                    .args(["worker", "--head", &c.head, "--num-cpus", "2", "--log-dir"])
+                    .arg(&node_dir)
+                    .arg("--cache-dir")
+                    .arg(node_dir.join("bin-cache")),
+                None,
+            );
+        }
+        c.wait_alive(workers);
+        c
+    }
+
+    /// Starts `cmd` with stderr (and stdout, unless `stdout` names a file of its own) in
+    /// `<dir>/<name>.log`.
+    fn spawn(&mut self, name: &str, cmd: &mut Command, stdout: Option<&Path>) {
+        let log = self.dir.join(format!("{name}.log"));
+        let err = File::create(&log).expect("create a log file");
+        let out = match stdout {
+            Some(path) => File::create(path).expect("create a stdout file"),
+            None => err.try_clone().expect("clone a log file"),
+        };
+        let child = cmd
+            .env_remove("STARLING_HEAD")
+            .env_remove("STARLING_WORKER_HEAD")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| self.fail(&format!("cannot start {name}: {e}")));
+        self.procs.push(Proc {
+            name: name.to_string(),
+            child,
+            log,
+        });
+    }
+
+    /// Waits for the first line of the head's stdout: the address to connect to.
+    fn read_head_address(&mut self, stdout: &Path) -> String {
+        let deadline = Instant::now() + STARTUP;
+        loop {
+            let text = std::fs::read_to_string(stdout).unwrap_or_default();
+            if let Some((line, _)) = text.split_once('\n') {
+                let addr = line.trim().to_string();
+                self.check(
+                    addr.parse::<std::net::SocketAddr>().is_ok(),
+                    &format!("the head's first stdout line is not an address: {line:?}"),
+                );
+                return addr;
+            }
+            if let Ok(Some(status)) = self.procs[0].child.try_wait() {
+                self.fail(&format!("the head exited with {status} before listening"));
+            }
+            if Instant::now() > deadline {
+                self.fail("the head printed no address");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Polls `starling status` until it reports `n` alive nodes.
+    fn wait_alive(&self, n: usize) {
+        let want = format!("nodes: {n} alive");
+        let deadline = Instant::now() + STARTUP;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let (status, stdout, stderr) = self.status();
+            if status.success() && stdout.contains(&want) {
+                return;
+            }
+            last = format!("{stdout}{stderr}");
+            self.assert_running();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        self.fail(&format!(
+            "the head did not report {n} alive nodes within {STARTUP:?}; last status:\n{last}"
+        ));
+    }
+
+    /// Runs `starling status` against this cluster's head.
+    fn status(&self) -> (ExitStatus, String, String) {
+        output_within(
+            Command::new(STARLING).args(["status", "--head", &self.head, "--timeout", "5"]),
+            Duration::from_secs(15),
+        )
+        .unwrap_or_else(|e| self.fail(&format!("starling status: {e}")))
+    }
+
+    /// Runs an example payload as a driver of this cluster and returns its `key=value` lines.
+    fn run(&self, example: &str, args: &[&str]) -> Payload {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let k = RUNS.fetch_add(1, Ordering::Relaxed);
+        let out_path = self.dir.join(format!("{example}-{k}.stdout"));
+        let err_path = self.dir.join(format!("{example}-{k}.log"));
+        let bin = examples_dir().join(example);
+        let mut child = Command::new(&bin)
+            .args(args)
+            .env("STARLING_HEAD", &self.head)
+            .env_remove("STARLING_WORKER_HEAD")
+            .stdin(Stdio::null())
+            .stdout(File::create(&out_path).expect("create a stdout file"))
+            .stderr(File::create(&err_path).expect("create a log file"))
+            .spawn()
+            .unwrap_or_else(|e| self.fail(&format!("cannot start {}: {e}", bin.display())));
+        let status = match wait_within(&mut child, PAYLOAD) {
+            Some(status) => status,
+            None => self.fail(&format!("{example} did not finish within {PAYLOAD:?}")),
+        };
+        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+        self.check(
+            status.success(),
+            &format!("{example} exited with {status}; stdout:\n{stdout}"),
+        );
+        let values = stdout
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        Payload {
+            name: example.to_string(),
+            values,
+        }
+    }
+
+    /// Fails unless every process of the cluster is still running (nothing crashed).
+    fn assert_running(&self) {
+        for p in &self.procs {
+            // `try_wait` needs `&mut`; a zero-signal `kill` asks the same without reaping.
+            let alive = Command::new("kill")
+                .args(["-0", &p.child.id().to_string()])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+                && !is_zombie(p.child.id());
+            self.check(alive, &format!("{} is no longer running", p.name));
+        }
+    }
+
+    /// Stops the agents, then the head, with SIGTERM, and checks that each exits with code 0.
+    fn stop_cleanly(&mut self) {
+        let mut order: Vec<usize> = (1..self.procs.len()).collect();
+        order.push(0);
+        for i in order {
+            signal(&self.procs[i].child, "TERM");
+            let name = self.procs[i].name.clone();
+            match wait_within(&mut self.procs[i].child, GRACE) {
+                Some(status) if status.success() => {}
+                Some(status) => self.fail(&format!("{name} exited with {status} on SIGTERM")),
+                None => self.fail(&format!("{name} did not stop within {GRACE:?} of SIGTERM")),
+            }
+        }
+    }
+
+    #[track_caller]
+    fn check(&self, ok: bool, what: &str) {
+        if !ok {
+            self.fail(what);
+        }
+    }
+
+    #[track_caller]
+    fn fail(&self, what: &str) -> ! {
+        panic!(
+            "{what}\n\nhead: {}\nlogs under {}:\n{}",
+            self.head,
+            self.dir.display(),
+            log_tails(&self.dir)
+        )
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Agents first, so that they stop their worker processes and remove their stores
+        // instead of reporting a lost head; then the head.
+        let mut order: Vec<usize> = (1..self.procs.len()).collect();
+        order.push(0);
+        for i in order {
+            let child = &mut self.procs[i].child;
+            if matches!(child.try_wait(), Ok(None)) {
+                signal(child, "TERM");
+                if wait_within(child, GRACE).is_none() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "keeping the logs of the failed test in {}",
+                self.dir.display()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The last lines of every non-empty file under `dir`, each under its path.
+fn log_tails(dir: &Path) -> String {
+    const LINES: usize = 40;
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                // Binaries, not logs.
+                if !p.ends_with("head-data") && !p.ends_with("bin-cache") {
+                    stack.push(p);
+                }
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut out = String::new();
+    for f in files {
+        let mut text = String::new();
+        if File::open(&f)
+            .and_then(|mut h| h.read_to_string(&mut text))
+            .is_err()
+            || text.trim().is_empty()
+        {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let from = lines.len().saturating_sub(LINES);
+        let shown = f.strip_prefix(dir).unwrap_or(&f).display().to_string();
+        out.push_str(&format!("---- {shown} ({} lines)\n", lines.len()));
+        for l in &lines[from..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Waits up to `timeout` for `child` to exit; `None` if it is still running.
+fn wait_within(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
+/// Runs `cmd` to completion within `timeout` (killing it otherwise): status, stdout, stderr.
+fn output_within(
+    cmd: &mut Command,
+    timeout: Duration,
+) -> Result<(ExitStatus, String, String), String> {
+    let mut child = cmd
+        .env_remove("STARLING_WORKER_HEAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = reader(Box::new(child.stderr.take().expect("piped stderr")));
+    let status = wait_within(&mut child, timeout);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let (out, err) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
+    match status {
+        Some(status) => Ok((status, out, err)),
+        None => Err(format!(
+            "{cmd:?} did not finish within {timeout:?}\nstdout:\n{out}\nstderr:\n{err}"
+        )),
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Whether `pid` has exited but not been reaped yet.
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// A port nothing listens on (bound, then released).
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local address").port()
+}
+
+/// Where the example payloads are, building them first (once per test process).
+///
+/// They are built into the same target directory and profile as the `starling` binary under
+/// test (`<target>/<profile>/starling` → `<target>/<profile>/examples/`).
+fn examples_dir() -> &'static Path {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match BUILT.get_or_init(build_examples) {
+        Ok(dir) => dir,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn build_examples() -> Result<PathBuf, String> {
+    let bin = Path::new(STARLING);
+    let profile_dir = bin.parent().ok_or("the starling binary has no directory")?;
+    let target_dir = profile_dir
+        .parent()
+        .ok_or("the starling binary is not in a target directory")?;
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("the profile directory has no name")?;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("the cli package has no parent directory")?;
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(workspace)
+        .args(["build", "-q", "-p", "starling-examples", "--examples"])
+        .arg("--target-dir")
+        .arg(target_dir);
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let (status, _, stderr) = output_within(&mut cmd, Duration::from_secs(900))?;
+    if !status.success() {
+        return Err(format!(
+            "building the example payloads failed ({status}):\n{stderr}"
+        ));
+    }
+    Ok(profile_dir.join("examples"))
+}
+
+/// A small PRNG for junk bytes (no dependency needed for noise).
+struct XorShift(u64);
+
+impl XorShift {
+    fn seeded() -> Self {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        XorShift(t | 1)
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            *b = self.0 as u8;
+        }
+    }
+}
