@@ -178,7 +178,7 @@ fn main() -> Result<()> {
     };
 
     let t0 = Instant::now();
-    let rt = starling::init_with(config).context("start the runtime")?;
+    let rt = starling::Runtime::start(config).context("start the runtime")?;
     let _guard = rt.enter();
     let t_init = t0.elapsed();
     starling::get(&noop::remote())?;

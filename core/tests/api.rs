@@ -384,3 +384,19 @@ fn nodes_lists_the_in_process_node() {
     assert_eq!(nodes[0].resources.get("CPU"), 2.0);
     assert_eq!(nodes[0].address, "in-process");
 }
+
+#[test]
+fn an_unreachable_head_is_a_typed_error_within_the_timeout() {
+    let t0 = Instant::now();
+    let config =
+        starling::Config::connect("127.0.0.1:1").connect_timeout(Duration::from_millis(500));
+    match Runtime::start(config) {
+        Err(Error::HeadUnreachable { addr, .. }) => assert_eq!(addr, "127.0.0.1:1"),
+        other => panic!("expected HeadUnreachable, got {other:?}"),
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "bounded: {:?}",
+        t0.elapsed()
+    );
+}

@@ -161,6 +161,18 @@ impl Runtime {
         Ok(rt)
     }
 
+    /// Starts a runtime as `config` says (in-process, local cluster or a connection to a cluster),
+    /// whether or not another one runs. It becomes the process default if there is none yet;
+    /// otherwise use it through [`Runtime::enter`].
+    pub fn start(config: Config) -> Result<Runtime> {
+        let rt = start(config)?;
+        let mut d = DEFAULT.write();
+        if d.is_none() {
+            *d = Some(rt.clone());
+        }
+        Ok(rt)
+    }
+
     pub(crate) fn from_engine(engine: Arc<Engine>) -> Runtime {
         Runtime {
             backend: Backend::InProcess(engine),
@@ -414,7 +426,7 @@ pub fn init() -> Result<Runtime> {
 }
 
 /// Starts the default runtime from `config`, or returns the one already running (whose config
-/// then stays as it was).
+/// then stays as it was; use [`Runtime::start`] for a runtime of its own).
 pub fn init_with(config: Config) -> Result<Runtime> {
     if let Some(rt) = DEFAULT.read().clone() {
         return Ok(rt);
