@@ -219,7 +219,7 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     let Some(w) = core.workers.get_mut(&worker) else {
         return false;
     };
-    if w.job != job || w.blocked || w.class as usize != class || w.tasks.len() >= depth {
+    if w.job != job || w.class as usize != class || w.tasks.len() >= depth {
         return false;
     }
     w.tasks.push_back(task);
@@ -532,7 +532,7 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                     pipeline_dependents(core, t, task);
                 }
                 Placement::Wait => {
-                    if class_depth(core, c) > 1 && pipeline(core, t, c, task) {
+                    if core.pipeline_depth > 1 && pipeline(core, t, c, task) {
                         core.classes[c].queue.pop_front();
                         pipeline_dependents(core, t, task);
                         continue;
@@ -602,20 +602,30 @@ fn class_depth(core: &Core, class: usize) -> usize {
 /// The work a pipeline should hold: a few network round trips between a worker and the head.
 pub const PIPELINE_WINDOW_US: f64 = 2_000.0;
 
-/// Hands `task` (of class `class`) to the least loaded busy worker that runs that class, is not
-/// blocked, and has room in its pipeline. Returns whether it did.
+/// Hands `task` (of class `class`) to the least loaded busy worker that runs that class and has
+/// room in its pipeline. Returns whether it did. A worker blocked in `get` qualifies: it runs
+/// what it is handed on a spare thread, so the children of a task that waits for them run in its
+/// own process instead of a new one per level of nesting.
 fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId) -> bool {
     let depth = class_depth(core, class);
+    // A worker blocked in `get` runs what it is handed at once, on a spare thread, so it takes a
+    // full pipeline whatever the class's runtime.
+    let limit = |w: &crate::core::WorkerState| {
+        if w.blocked {
+            core.pipeline_depth
+        } else {
+            depth
+        }
+    };
     let job = core.classes[class].job;
     let best = core
         .workers
         .iter()
         .filter(|(_, w)| {
             w.job == job
-                && !w.blocked
                 && !w.tasks.is_empty()
                 && w.class as usize == class
-                && w.tasks.len() < depth
+                && w.tasks.len() < limit(w)
                 && core.nodes[w.node].alive
         })
         .min_by_key(|(id, w)| (w.tasks.len(), **id))

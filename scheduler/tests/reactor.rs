@@ -1593,3 +1593,23 @@ fn a_pipelined_chain_on_a_lost_worker_waits_for_its_inputs_again() {
         Some(TaskState::Running { .. })
     ));
 }
+
+#[test]
+fn a_worker_blocked_in_get_is_handed_the_tasks_it_waits_for() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    // Even a long-running class: the blocked worker runs what it is handed on a spare thread.
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 50_000);
+    on_worker_blocked(&mut core, WorkerId(1));
+    on_submit(&mut core, &mut t, task(2, vec![]));
+    schedule(&mut core, &mut t);
+    assert_eq!(
+        t.dispatched(),
+        vec![(WorkerId(1), TaskId(1)), (WorkerId(1), TaskId(2))]
+    );
+    assert!(
+        !t.sent.iter().any(|s| matches!(s, Sent::RequestWorker(..))),
+        "no new worker process for a nested child"
+    );
+}

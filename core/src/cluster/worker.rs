@@ -211,8 +211,24 @@ impl Pool {
     }
 }
 
+thread_local! {
+    /// When the task on this thread blocked in `get`, and how long it has been blocked in all:
+    /// the runtime reported to the head excludes waiting, so a task that mostly waits for its
+    /// children still counts as short (and its children are pipelined to it).
+    static BLOCKED: std::cell::Cell<(Option<std::time::Instant>, Duration)> =
+        const { std::cell::Cell::new((None, Duration::ZERO)) };
+}
+
 /// A task of this worker process blocked (`true`) in `get`, or resumed (`false`).
 pub(crate) fn task_blocked(blocked: bool) {
+    BLOCKED.with(|b| {
+        let (since, total) = b.get();
+        b.set(match (blocked, since) {
+            (true, _) => (Some(std::time::Instant::now()), total),
+            (false, Some(t)) => (None, total + t.elapsed()),
+            (false, None) => (None, total),
+        });
+    });
     let Some(pool) = POOL.get() else { return };
     if blocked {
         pool.release();
@@ -324,9 +340,11 @@ impl Pool {
             .collect();
         mark(Some(spec.id));
         let started = std::time::Instant::now();
+        BLOCKED.with(|b| b.set((None, Duration::ZERO)));
         let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
         let invoked = exec::invoke(client.registry(), owner, worker, spec, &args, &sources);
-        let runtime_us = started.elapsed().as_micros() as u64;
+        let waited = BLOCKED.with(|b| b.get().1);
+        let runtime_us = started.elapsed().saturating_sub(waited).as_micros() as u64;
         // The next task's marker ends this one's output; mark the end only when going idle, so a
         // stream of short tasks costs one marker write per stream per task.
         if POOL.get().is_none_or(|p| p.runs.is_empty()) {
