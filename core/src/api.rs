@@ -40,7 +40,7 @@ pub fn get_all_timeout<T: RemoteValue>(refs: &[ObjectRef<T>], timeout: Duration)
 pub fn put<T: RemoteValue>(value: T) -> Result<ObjectRef<T>> {
     let bytes = codec::encode(&value)?;
     let rt = current_or_init();
-    let id = rt.put_bytes(bytes);
+    let id = rt.put_bytes(bytes)?;
     Ok(ObjectRef::from_raw(id, rt))
 }
 

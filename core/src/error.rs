@@ -118,6 +118,14 @@ pub enum Error {
         /// What happened.
         why: String,
     },
+    /// A value is too large to send where it has to go.
+    #[error("a value of {size} bytes is over the {limit}-byte limit for values put from outside the cluster's nodes")]
+    ObjectTooLarge {
+        /// Its encoded size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// An `ObjectRef` was used with a runtime other than the one that made it.
     #[error("object {0} belongs to another Starling runtime")]
     ForeignObject(ObjectId),

@@ -40,6 +40,14 @@ pub(crate) const INLINE_LIMIT: usize = 100 * 1024;
 /// Largest message this client sends or accepts.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
+/// Largest value a driver outside the cluster's nodes can `put` (it travels to the head in one
+/// message); a driver on a node writes large values to the node's store instead, without limit.
+const MAX_PUT_BYTES: usize = MAX_MESSAGE_BYTES - (1 << 20);
+
+/// A batch stops growing past this many encoded bytes, so large values do not add up to an
+/// oversized message.
+const MAX_BATCH_BYTES: usize = 8 << 20;
+
 /// Something that keeps a cluster's pieces alive while its client is in use (the local cluster's
 /// head and node agent), and stops them.
 pub(crate) trait Owned: Send + Sync {
@@ -89,10 +97,15 @@ impl Stream for Batcher {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<pb::ClientBatch>> {
         match self.0.poll_recv(cx) {
             Poll::Ready(Some(op)) => {
+                use prost::Message;
+                let mut bytes = op.encoded_len();
                 let mut ops = vec![op];
-                while ops.len() < 8192 {
+                while ops.len() < 8192 && bytes < MAX_BATCH_BYTES {
                     match self.0.try_recv() {
-                        Ok(op) => ops.push(op),
+                        Ok(op) => {
+                            bytes += op.encoded_len();
+                            ops.push(op);
+                        }
                         Err(_) => break,
                     }
                 }
@@ -347,7 +360,13 @@ impl Client {
         object
     }
 
-    pub fn put(&self, bytes: Vec<u8>) -> ObjectId {
+    pub fn put(&self, bytes: Vec<u8>) -> Result<ObjectId> {
+        if self.local.is_none() && bytes.len() > MAX_PUT_BYTES {
+            return Err(Error::ObjectTooLarge {
+                size: bytes.len() as u64,
+                limit: MAX_PUT_BYTES as u64,
+            });
+        }
         let id = ObjectId(self.next_id());
         let blob = Blob::new(bytes);
         let stored = match &self.local {
@@ -371,7 +390,7 @@ impl Client {
             }
         }
         self.store.put(id, blob);
-        id
+        Ok(id)
     }
 
     pub fn release(&self, id: ObjectId) {

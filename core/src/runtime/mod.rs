@@ -241,9 +241,9 @@ impl Runtime {
         }
     }
 
-    pub(crate) fn put_bytes(&self, bytes: Vec<u8>) -> ObjectId {
+    pub(crate) fn put_bytes(&self, bytes: Vec<u8>) -> Result<ObjectId> {
         match &self.backend {
-            Backend::InProcess(e) => e.put(bytes),
+            Backend::InProcess(e) => Ok(e.put(bytes)),
             Backend::Cluster(c) => c.put(bytes),
         }
     }

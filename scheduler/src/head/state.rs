@@ -135,7 +135,7 @@ impl Outbox {
         for id in std::mem::take(&mut self.dirty_clients) {
             if let Some(c) = self.clients.get_mut(&id) {
                 let ops = std::mem::take(&mut c.out);
-                if !ops.is_empty() {
+                for ops in split_by_size(ops) {
                     let _ = c.tx.send(Ok(pb::HeadBatch { ops }));
                 }
             }
@@ -149,6 +149,31 @@ impl Outbox {
             }
         }
     }
+}
+
+/// A batch stops growing past this many encoded bytes, so large inline values do not add up to
+/// a message over the size limit.
+const MAX_BATCH_BYTES: usize = 8 << 20;
+
+/// Splits ops into batches of at most [`MAX_BATCH_BYTES`] (a single larger op gets its own).
+fn split_by_size(ops: Vec<pb::HeadOp>) -> Vec<Vec<pb::HeadOp>> {
+    use prost::Message;
+    let mut batches = Vec::new();
+    let mut current = Vec::new();
+    let mut bytes = 0;
+    for op in ops {
+        let len = op.encoded_len();
+        if !current.is_empty() && bytes + len > MAX_BATCH_BYTES {
+            batches.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        bytes += len;
+        current.push(op);
+    }
+    if !current.is_empty() {
+        batches.push(current);
+    }
+    batches
 }
 
 impl Transport for Outbox {
