@@ -31,7 +31,7 @@ use crate::options::TaskOptions;
 use crate::registry::{build_id, Registry};
 use crate::runtime::wait::{self, WaitHooks};
 use crate::runtime::{exec, prepare_call, Config, NodeInfo, RuntimeStats};
-use starling_scheduler::head::HeadService;
+use starling_scheduler::head::{ClientTx, HeadService};
 
 /// Values up to this size are sent inline; larger `put`s go to the local node store if there is
 /// one.
@@ -213,45 +213,41 @@ impl Client {
         local: Option<LocalStore>,
         rt: tokio::runtime::Handle,
     ) -> Result<Arc<Client>> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        // The head hands this client its batches by calling `deliver` on its own thread (after
+        // releasing its lock): values land in the store without a hop through a reader task.
+        let inbox = Arc::new(LocalInbox::default());
+        let deliver = inbox.clone();
+        let tx = ClientTx::Direct(Arc::new(move |batch: pb::HeadBatch| deliver.deliver(batch)));
         let refused = |s: tonic::Status| Error::Refused {
             addr: addr.to_string(),
             message: s.message().to_string(),
         };
-        let client = head.open_local_session(&hello, tx).map_err(refused)?;
-        let mut incoming: Incoming =
-            Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx));
-        let (welcome, rest) = rt.block_on(async {
-            use tokio_stream::StreamExt;
-            let first = incoming.next().await;
-            let mut ops = match first {
-                Some(Ok(b)) => b.ops.into_iter(),
-                _ => Vec::new().into_iter(),
-            };
-            let welcome = ops.next().and_then(|op| match op.kind {
-                Some(head_op::Kind::Welcome(w)) => Some(w),
-                _ => None,
-            });
-            (welcome, ops.collect::<Vec<_>>())
-        });
-        let welcome = welcome.ok_or_else(|| Error::Refused {
-            addr: addr.to_string(),
-            message: "the head did not welcome the session".into(),
-        })?;
+        let id = head.open_local_session(&hello, tx).map_err(refused)?;
+        let mut early = inbox.early.lock();
+        let welcome = match early.first().and_then(|op| op.kind.clone()) {
+            Some(head_op::Kind::Welcome(w)) => w,
+            _ => {
+                return Err(Error::Refused {
+                    addr: addr.to_string(),
+                    message: "the head did not welcome the session".into(),
+                })
+            }
+        };
+        early.remove(0);
         let sink = Sink::Local {
             head,
-            client,
+            client: id,
             open: AtomicBool::new(true),
         };
-        Ok(Client::start(
-            addr,
-            sink,
-            welcome,
-            (rest, incoming),
-            local,
-            None,
-            rt,
-        ))
+        // No stream: a local session ends only when this client shuts down.
+        let none: Incoming = Box::pin(tokio_stream::pending());
+        let client = Client::start(addr, sink, welcome, (Vec::new(), none), local, None, rt);
+        let _ = inbox.client.set(Arc::downgrade(&client));
+        for op in early.drain(..) {
+            client.handle_op(op, None);
+        }
+        drop(early);
+        Ok(client)
     }
 
     fn start(
@@ -645,18 +641,7 @@ async fn read_loop(
             Ok(Some(batch)) => {
                 let Some(c) = client.upgrade() else { return };
                 for op in batch.ops {
-                    match op.kind {
-                        Some(head_op::Kind::Value(v)) => c.receive_value(v),
-                        Some(head_op::Kind::Run(run)) => {
-                            if let Some(r) = &runs {
-                                let _ = r.send(run);
-                            }
-                        }
-                        Some(head_op::Kind::Cancel(t)) => {
-                            c.cancelled.lock().insert(t);
-                        }
-                        Some(head_op::Kind::Welcome(_)) | None => {}
-                    }
+                    c.handle_op(op, runs.as_ref());
                 }
             }
             Ok(None) => break "the head closed the session".to_string(),
@@ -670,7 +655,50 @@ async fn read_loop(
     // Dropping `runs` ends a worker process's task loop.
 }
 
+/// Batches a head in this process hands over before the client exists (the welcome), then
+/// straight to the client.
+#[derive(Default)]
+struct LocalInbox {
+    client: OnceLock<std::sync::Weak<Client>>,
+    early: Mutex<Vec<pb::HeadOp>>,
+}
+
+impl LocalInbox {
+    fn deliver(&self, batch: pb::HeadBatch) {
+        // The lock orders deliveries with `connect_local` draining the early ones.
+        let mut early = self.early.lock();
+        match self.client.get().and_then(std::sync::Weak::upgrade) {
+            Some(c) => {
+                drop(early);
+                for op in batch.ops {
+                    c.handle_op(op, None);
+                }
+            }
+            None => early.extend(batch.ops),
+        }
+    }
+}
+
 impl Client {
+    fn handle_op(
+        self: &Arc<Self>,
+        op: pb::HeadOp,
+        runs: Option<&crossbeam::channel::Sender<pb::RunTask>>,
+    ) {
+        match op.kind {
+            Some(head_op::Kind::Value(v)) => self.receive_value(v),
+            Some(head_op::Kind::Run(run)) => {
+                if let Some(r) = runs {
+                    let _ = r.send(run);
+                }
+            }
+            Some(head_op::Kind::Cancel(t)) => {
+                self.cancelled.lock().insert(t);
+            }
+            Some(head_op::Kind::Welcome(_)) | None => {}
+        }
+    }
+
     fn receive_value(self: &Arc<Self>, v: pb::ObjectValue) {
         let object = ObjectId(v.object);
         match v.kind {

@@ -155,7 +155,9 @@ impl pb::head_server::Head for HeadService {
             _ => return Err(Status::invalid_argument("a session must start with hello")),
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let client = self.head.open_session(&hello, tx.clone())?;
+        let client = self
+            .head
+            .open_session(&hello, ClientTx::Stream(tx.clone()))?;
         let rest: Vec<pb::ClientOp> = ops.collect();
         if !rest.is_empty() {
             if let Err(e) = self.head.client_batch(client, rest) {

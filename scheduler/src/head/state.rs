@@ -29,8 +29,27 @@ use crate::{Core, TaskOutcome, Transport};
 /// Objects `put` by drivers live at the head, which is not a scheduler node.
 pub(crate) const HEAD_NODE: NodeId = NodeId(0);
 
-/// Where a session's outgoing batches go.
-pub type ClientTx = UnboundedSender<Result<pb::HeadBatch, Status>>;
+/// Where a session's outgoing batches go: the channel of a gRPC stream, or, for a client in the
+/// head's own process, a function that takes them on the spot (no thread hop). Called after the
+/// head's lock is released.
+#[derive(Clone)]
+pub enum ClientTx {
+    /// A gRPC session's outgoing stream.
+    Stream(UnboundedSender<Result<pb::HeadBatch, Status>>),
+    /// A client in this process.
+    Direct(Arc<dyn Fn(pb::HeadBatch) + Send + Sync>),
+}
+
+impl ClientTx {
+    fn send(&self, batch: pb::HeadBatch) {
+        match self {
+            ClientTx::Stream(tx) => {
+                let _ = tx.send(Ok(batch));
+            }
+            ClientTx::Direct(f) => f(batch),
+        }
+    }
+}
 pub(crate) type NodeTx = UnboundedSender<Result<pb::HeadToNodeBatch, Status>>;
 
 pub(crate) struct ClientConn {
@@ -130,13 +149,14 @@ impl Outbox {
         }
     }
 
-    /// Sends every queued batch.
-    pub fn flush(&mut self) {
+    /// Takes every queued batch, to be sent once the lock is released.
+    pub fn flush(&mut self) -> Outgoing {
+        let mut out = Outgoing::default();
         for id in std::mem::take(&mut self.dirty_clients) {
             if let Some(c) = self.clients.get_mut(&id) {
                 let ops = std::mem::take(&mut c.out);
-                for ops in split_by_size(ops) {
-                    let _ = c.tx.send(Ok(pb::HeadBatch { ops }));
+                if !ops.is_empty() {
+                    out.clients.push((c.tx.clone(), split_by_size(ops)));
                 }
             }
         }
@@ -144,9 +164,32 @@ impl Outbox {
             if let Some(n) = self.nodes.get_mut(&id) {
                 let ops = std::mem::take(&mut n.out);
                 if !ops.is_empty() {
-                    let _ = n.tx.send(Ok(pb::HeadToNodeBatch { ops }));
+                    out.nodes.push((n.tx.clone(), ops));
                 }
             }
+        }
+        out
+    }
+}
+
+/// Batches taken from the outbox under the lock and sent after it is released, so a slow or
+/// local receiver never holds up the scheduler.
+#[derive(Default)]
+#[must_use = "queued batches are lost unless sent"]
+pub(crate) struct Outgoing {
+    clients: Vec<(ClientTx, Vec<Vec<pb::HeadOp>>)>,
+    nodes: Vec<(NodeTx, Vec<pb::HeadToNodeOp>)>,
+}
+
+impl Outgoing {
+    pub fn send(self) {
+        for (tx, batches) in self.clients {
+            for ops in batches {
+                tx.send(pb::HeadBatch { ops });
+            }
+        }
+        for (tx, ops) in self.nodes {
+            let _ = tx.send(Ok(pb::HeadToNodeBatch { ops }));
         }
     }
 }
@@ -350,7 +393,9 @@ impl Head {
         // The welcome goes out first, before any task the scheduling pass may hand this worker.
         st.out.queue_client(client, head_op::Kind::Welcome(welcome));
         reactor::schedule(&mut st.core, &mut st.out);
-        st.out.flush();
+        let out = st.out.flush();
+        drop(g);
+        out.send();
         Ok(client)
     }
 
@@ -366,7 +411,9 @@ impl Head {
             }
         }
         reactor::schedule(&mut st.core, &mut st.out);
-        st.out.flush();
+        let out = st.out.flush();
+        drop(g);
+        out.send();
         result
     }
 
@@ -394,7 +441,9 @@ impl Head {
             }
         }
         reactor::schedule(&mut st.core, &mut st.out);
-        st.out.flush();
+        let out = st.out.flush();
+        drop(g);
+        out.send();
     }
 
     /// Registers a node agent from its `NodeHello`.
@@ -445,7 +494,9 @@ impl Head {
                 .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
         }
         reactor::schedule(&mut st.core, &mut st.out);
-        st.out.flush();
+        let out = st.out.flush();
+        drop(g);
+        out.send();
         Ok(node)
     }
 
@@ -473,7 +524,9 @@ impl Head {
         }
         reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
         reactor::schedule(&mut st.core, &mut st.out);
-        st.out.flush();
+        let out = st.out.flush();
+        drop(g);
+        out.send();
     }
 
     /// Nodes silent for longer than the heartbeat timeout.
