@@ -68,6 +68,8 @@ pub(crate) struct Client {
     registry: &'static Registry,
     rt: tokio::runtime::Handle,
     cancelled: Mutex<std::collections::HashSet<u64>>,
+    /// Tasks submitted whose result has not arrived yet.
+    in_flight: AtomicU64,
     owned: Mutex<Option<Box<dyn Owned>>>,
     /// The tokio runtime this client created, if it created one (dropped last, off-thread).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -273,6 +275,7 @@ impl Client {
             registry: Registry::get(),
             rt: rt.clone(),
             cancelled: Mutex::new(Default::default()),
+            in_flight: AtomicU64::new(0),
             owned: Mutex::new(None),
             own_runtime: Mutex::new(None),
         });
@@ -348,6 +351,7 @@ impl Client {
         let owner = self as *const Client as usize;
         match prepare_call(self.registry, owner, id, function, args, o, self.job) {
             Ok((spec, keep)) => {
+                self.in_flight.fetch_add(1, Ordering::Relaxed);
                 self.send(client_op::Kind::Submit((&spec).into()));
                 drop(keep);
             }
@@ -547,7 +551,21 @@ impl WaitHooks for Hooks<'_> {
     fn closed(&self) -> Option<Error> {
         self.client.closed_error()
     }
+
+    /// Waiting for the one task in flight (a synchronous call), spin about a round trip through
+    /// a worker process rather than sleep and pay a wake-up on the result; with many tasks in
+    /// flight, spin briefly so the waiter does not take a core from the workers.
+    fn spin(&self) -> Duration {
+        if self.client.in_flight.load(Ordering::Relaxed) <= 1 {
+            SYNC_WAIT_SPIN
+        } else {
+            exec::WAIT_SPIN
+        }
+    }
 }
+
+/// How long a synchronous wait spins for its one result.
+const SYNC_WAIT_SPIN: Duration = Duration::from_micros(300);
 
 /// Connects to the head, retrying until `timeout`.
 pub(crate) async fn connect_channel(
@@ -701,6 +719,9 @@ impl Client {
 
     fn receive_value(self: &Arc<Self>, v: pb::ObjectValue) {
         let object = ObjectId(v.object);
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         match v.kind {
             Some(object_value::Kind::Inline(bytes)) => {
                 self.store.put(object, Blob::new(bytes));

@@ -19,6 +19,10 @@ pub(crate) trait WaitHooks {
     fn blocked(&self, blocked: bool);
     /// An error that ends every wait (shut down, connection lost), if any.
     fn closed(&self) -> Option<Error>;
+    /// How long to spin before parking.
+    fn spin(&self) -> Duration {
+        exec::WAIT_SPIN
+    }
 }
 
 fn settled(l: Lookup) -> Option<Result<Blob>> {
@@ -47,7 +51,7 @@ pub(crate) fn wait_one(
         seen = epoch;
         changed && store.is_settled(id)
     };
-    if exec::spin_until(exec::WAIT_SPIN, settled_now) {
+    if exec::spin_until(hooks.spin(), settled_now) {
         if let Some(r) = settled(store.lookup(id, None)) {
             return r;
         }
