@@ -28,14 +28,6 @@ struct Report {
     checksum: u64,
 }
 
-/// The node this worker process belongs to (0 outside a cluster).
-fn this_node() -> u64 {
-    std::env::var("STARLING_NODE_ID")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Word `k` of the object: the producer's node id first, then a fixed pseudo-random sequence.
 fn word(k: u64, producer: u64) -> u64 {
     if k == 0 {
@@ -54,7 +46,7 @@ const SEED: u64 = 0xcbf2_9ce4_8422_2325;
 
 #[starling::remote]
 fn produce(len: u64) -> starling::Bytes {
-    let me = this_node();
+    let me = starling_examples::this_node();
     let mut v = Vec::with_capacity(len as usize);
     for k in 0..len / 8 {
         v.extend_from_slice(&word(k, me).to_le_bytes());
@@ -75,7 +67,7 @@ fn consume(data: starling::Bytes) -> Report {
         .get(..8)
         .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     Report {
-        node: this_node(),
+        node: starling_examples::this_node(),
         producer,
         len: data.len() as u64,
         checksum,
@@ -90,7 +82,7 @@ fn main() -> anyhow::Result<()> {
         .context("the argument is the object's size in bytes")?
         .unwrap_or(100_000_000);
     anyhow::ensure!(len / 8 * 8 == len, "the size must be a multiple of 8");
-    connect()?;
+    starling_examples::connect()?;
     let mut alive: Vec<starling::NodeId> = starling::nodes()
         .context("list the nodes")?
         .into_iter()
@@ -115,13 +107,4 @@ fn main() -> anyhow::Result<()> {
     println!("len={}", report.len);
     println!("checksum_ok={}", report.checksum == expected);
     Ok(())
-}
-
-/// Joins the cluster at `STARLING_HEAD`, or starts a local one.
-fn connect() -> anyhow::Result<starling::Runtime> {
-    match std::env::var("STARLING_HEAD") {
-        Ok(head) => starling::init_with(starling::Config::connect(&head))
-            .with_context(|| format!("connect to the head at {head}")),
-        Err(_) => starling::init().context("start a local cluster"),
-    }
 }

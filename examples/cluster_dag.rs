@@ -24,20 +24,12 @@ struct Summary {
     sum: u64,
 }
 
-/// The node this worker process belongs to (0 outside a cluster).
-fn this_node() -> u64 {
-    std::env::var("STARLING_NODE_ID")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
 #[starling::remote]
 fn where_am_i(i: u64) -> Summary {
     // Long enough that the leaves overlap, so placement (not luck) decides where they run.
     std::thread::sleep(std::time::Duration::from_millis(20));
     Summary {
-        nodes: BTreeSet::from([this_node()]),
+        nodes: BTreeSet::from([starling_examples::this_node()]),
         sum: i,
     }
 }
@@ -58,7 +50,7 @@ fn main() -> anyhow::Result<()> {
         .context("the argument is the number of leaf tasks")?
         .unwrap_or(40);
     anyhow::ensure!(n > 0, "the number of leaf tasks must be positive");
-    connect()?;
+    starling_examples::connect()?;
     let mut level: Vec<_> = (0..n)
         .map(|i| where_am_i::options().spread().remote(i))
         .collect();
@@ -80,13 +72,4 @@ fn main() -> anyhow::Result<()> {
     println!("nodes={}", nodes.join(","));
     println!("sum={}", total.sum);
     Ok(())
-}
-
-/// Joins the cluster at `STARLING_HEAD`, or starts a local one.
-fn connect() -> anyhow::Result<starling::Runtime> {
-    match std::env::var("STARLING_HEAD") {
-        Ok(head) => starling::init_with(starling::Config::connect(&head))
-            .with_context(|| format!("connect to the head at {head}")),
-        Err(_) => starling::init().context("start a local cluster"),
-    }
 }

@@ -12,13 +12,11 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-
 /// The name no binary registers.
 const MISSING: &str = "nowhere::missing#0";
 
 fn main() -> anyhow::Result<()> {
-    connect()?;
+    starling_examples::connect()?;
     let r = starling::__private::submit::<u64>(
         MISSING,
         starling::__private::ArgsBuilder::with_capacity(0),
@@ -45,14 +43,5 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-    }
-}
-
-/// Joins the cluster at `STARLING_HEAD`, or starts a local one.
-fn connect() -> anyhow::Result<starling::Runtime> {
-    match std::env::var("STARLING_HEAD") {
-        Ok(head) => starling::init_with(starling::Config::connect(&head))
-            .with_context(|| format!("connect to the head at {head}")),
-        Err(_) => starling::init().context("start a local cluster"),
     }
 }

@@ -33,18 +33,9 @@ fn main() -> anyhow::Result<()> {
         .transpose()
         .context("the argument is the length of the range to sum")?
         .unwrap_or(1024);
-    connect()?;
+    starling_examples::connect()?;
     let sum = starling::get(&sum_range::remote(0, n)).context("get the sum")?;
     println!("n={n}");
     println!("sum={sum}");
     Ok(())
-}
-
-/// Joins the cluster at `STARLING_HEAD`, or starts a local one.
-fn connect() -> anyhow::Result<starling::Runtime> {
-    match std::env::var("STARLING_HEAD") {
-        Ok(head) => starling::init_with(starling::Config::connect(&head))
-            .with_context(|| format!("connect to the head at {head}")),
-        Err(_) => starling::init().context("start a local cluster"),
-    }
 }

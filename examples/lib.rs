@@ -5,3 +5,22 @@
 //! - `tree_reduce`: a recursive sum where each task submits and awaits its two halves.
 //! - `cluster_dag`, `cluster_big_object`, `cluster_nested`, `cluster_missing_fn`: payloads for a
 //!   running cluster (`STARLING_HEAD=host:port`), used by the multi-process tests.
+
+use anyhow::Context;
+
+/// Joins the cluster at `STARLING_HEAD`, or starts a local one.
+pub fn connect() -> anyhow::Result<starling::Runtime> {
+    match std::env::var("STARLING_HEAD") {
+        Ok(head) => starling::init_with(starling::Config::connect(&head))
+            .with_context(|| format!("connect to the head at {head}")),
+        Err(_) => starling::init().context("start a local cluster"),
+    }
+}
+
+/// The node this worker process belongs to (0 outside a cluster).
+pub fn this_node() -> u64 {
+    std::env::var("STARLING_NODE_ID")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
