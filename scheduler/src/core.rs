@@ -83,8 +83,11 @@ pub(crate) struct WorkerState {
     pub class: u32,
     /// What the running task holds on the node.
     pub held: ResourceSet,
-    /// Whether the running task is blocked in `get` with its CPUs lent back.
+    /// Whether the worker is blocked in `get` with its CPUs lent back: some of its tasks wait
+    /// and none runs (a worker process may have several tasks waiting on spare threads).
     pub blocked: bool,
+    /// How many of its tasks are blocked in `get` now.
+    pub blocked_tasks: u32,
     /// The CPUs it lent while blocked and has not taken back.
     pub lent: ResourceSet,
 }

@@ -72,6 +72,7 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
             class: 0,
             held: ResourceSet::new(),
             blocked: false,
+            blocked_tasks: 0,
             lent: ResourceSet::new(),
         },
     );
@@ -344,6 +345,7 @@ pub fn on_task_done(
     if w.tasks.is_empty() {
         let held = std::mem::take(&mut w.held);
         w.blocked = false;
+        w.blocked_tasks = 0;
         w.lent = ResourceSet::new();
         node.available.add(&held);
         node.idle.push((w.job, worker));
@@ -460,7 +462,12 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
     let Some(w) = core.workers.get_mut(&worker) else {
         return;
     };
-    if w.blocked || w.tasks.is_empty() {
+    if w.tasks.is_empty() {
+        return;
+    }
+    // Each blocked task reports itself; the CPUs are lent once, by the first.
+    w.blocked_tasks += 1;
+    if w.blocked {
         return;
     }
     w.blocked = true;
@@ -478,6 +485,11 @@ pub fn on_worker_unblocked(core: &mut Core, worker: WorkerId) {
         return;
     };
     if !w.blocked {
+        return;
+    }
+    // The CPUs come back when the last blocked task of the worker resumes.
+    w.blocked_tasks = w.blocked_tasks.saturating_sub(1);
+    if w.blocked_tasks > 0 {
         return;
     }
     w.blocked = false;

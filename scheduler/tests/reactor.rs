@@ -1072,6 +1072,14 @@ fn unblocking_takes_the_cpu_back_when_it_is_free() {
         "blocking twice lends once"
     );
 
+    // Each block is one waiting task (a worker process may have several): the CPUs come back
+    // when the last of them resumes.
+    on_worker_unblocked(&mut c.core, WorkerId(1));
+    assert_eq!(
+        c.available(N1),
+        ResourceSet::cpus(1.0),
+        "one task still blocked"
+    );
     on_worker_unblocked(&mut c.core, WorkerId(1));
     assert_eq!(c.available(N1), ResourceSet::new());
     assert_eq!(
@@ -1611,5 +1619,33 @@ fn a_worker_blocked_in_get_is_handed_the_tasks_it_waits_for() {
     assert!(
         !t.sent.iter().any(|s| matches!(s, Sent::RequestWorker(..))),
         "no new worker process for a nested child"
+    );
+}
+
+#[test]
+fn a_worker_stays_blocked_until_its_last_blocked_task_resumes() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    // Two tasks of the worker process block (one on a spare thread), one resumes.
+    on_worker_blocked(&mut core, WorkerId(1));
+    on_submit(&mut core, &mut t, task(2, vec![]));
+    schedule(&mut core, &mut t);
+    on_worker_blocked(&mut core, WorkerId(1));
+    on_worker_unblocked(&mut core, WorkerId(1));
+    assert_eq!(
+        core.nodes()[0].available,
+        ResourceSet::cpus(1.0),
+        "still lent"
+    );
+    // The blocked worker still takes children (else nested graphs deadlock).
+    on_submit(&mut core, &mut t, task(3, vec![]));
+    schedule(&mut core, &mut t);
+    assert_eq!(t.dispatched().last(), Some(&(WorkerId(1), TaskId(3))));
+    on_worker_unblocked(&mut core, WorkerId(1));
+    assert_eq!(
+        core.nodes()[0].available,
+        ResourceSet::new(),
+        "taken back with the last one"
     );
 }
