@@ -223,12 +223,19 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     if w.job != job || w.class as usize != class || w.tasks.len() >= depth {
         return false;
     }
+    hand_to_busy_worker(core, t, worker, task);
+    true
+}
+
+/// Appends `task` to the pipeline of `worker`, which already holds the resources for its class,
+/// marks it running there and dispatches it.
+fn hand_to_busy_worker(core: &mut Core, t: &mut impl Transport, worker: WorkerId, task: TaskId) {
+    let w = core.workers.get_mut(&worker).expect("a registered worker");
     w.tasks.push_back(task);
     let node = core.nodes[w.node].id;
     let entry = core.tasks.get_mut(&task).expect("live");
     entry.state = TaskState::Running { node, worker };
     t.dispatch(node, worker, &entry.spec);
-    true
 }
 
 /// Puts a task that lost its worker back: waiting for its arguments if some are pending again,
@@ -645,12 +652,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
     let Some(worker) = best else {
         return false;
     };
-    let w = core.workers.get_mut(&worker).expect("chosen above");
-    w.tasks.push_back(task);
-    let node = core.nodes[w.node].id;
-    let entry = core.tasks.get_mut(&task).expect("live");
-    entry.state = TaskState::Running { node, worker };
-    t.dispatch(node, worker, &entry.spec);
+    hand_to_busy_worker(core, t, worker, task);
     true
 }
 
