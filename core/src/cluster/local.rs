@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use starling_scheduler::head::{self, HeadConfig, HeadHandle};
 use starling_worker::agent::{self, AgentConfig, AgentHandle};
 
-use super::client::{self, Client, Owned, SessionKind};
+use super::client::{self, Client, Owned};
 use super::objects::LocalStore;
 use crate::error::{Error, Result};
 use crate::runtime::Config;
@@ -80,18 +80,12 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
         dir: store_dir.clone(),
         spill_dir,
     };
-    let kind = SessionKind {
-        hello: client::local_driver_hello(),
-        local: Some(local),
-        runs: None,
-    };
     // The driver talks to its in-process head by direct calls; workers use gRPC.
-    let _ = config.connect_timeout;
     let client = Client::connect_local(
         &addr,
         head.service().clone(),
-        kind.hello,
-        kind.local,
+        client::local_driver_hello(),
+        Some(local),
         rt.handle().clone(),
     )?;
     client.set_owned(Box::new(LocalCluster {
