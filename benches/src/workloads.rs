@@ -65,6 +65,9 @@ struct Args {
     /// Round trips in noop_task_sync_latency (more for profiling).
     #[arg(long, default_value_t = N_NOOP_SYNC)]
     n_sync: usize,
+    /// Tasks in noop_tasks_async (more for profiling).
+    #[arg(long, default_value_t = N_NOOP_ASYNC)]
+    n_async: usize,
     /// Where to run: `inproc` (in-process runtime), `local` (a local cluster with `--threads`
     /// worker processes), or `cluster` (the head at `--head`).
     #[arg(long, default_value = "inproc")]
@@ -209,19 +212,19 @@ fn main() -> Result<()> {
 
     if only('a') {
         let t0 = Instant::now();
-        let refs: Vec<_> = (0..N_NOOP_ASYNC).map(|_| noop::remote()).collect();
+        let refs: Vec<_> = (0..args.n_async).map(|_| noop::remote()).collect();
         let t_sub = t0.elapsed();
         starling::get_all(&refs)?;
         let dt = t0.elapsed();
         e.emit(
             "noop_tasks_async",
-            N_NOOP_ASYNC as f64 / dt.as_secs_f64(),
+            args.n_async as f64 / dt.as_secs_f64(),
             "tasks/s",
-            json!({"n": N_NOOP_ASYNC}),
+            json!({"n": args.n_async}),
         );
         e.emit(
             "noop_tasks_async_submit_only",
-            N_NOOP_ASYNC as f64 / t_sub.as_secs_f64(),
+            args.n_async as f64 / t_sub.as_secs_f64(),
             "tasks/s",
             json!({}),
         );

@@ -154,7 +154,12 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
 /// After `task` was handed to a worker, hands it the tasks waiting only for `task` (and so on
 /// down the chain), as far as the pipeline allows.
 fn pipeline_dependents(core: &mut Core, t: &mut impl Transport, task: TaskId) {
-    if core.pipeline_depth <= 1 {
+    if core.pipeline_depth <= 1
+        || core
+            .objects
+            .get(&ObjectId::from(task))
+            .is_none_or(|o| o.dependents.is_empty())
+    {
         return;
     }
     let mut frontier = vec![task];

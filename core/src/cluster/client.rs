@@ -309,16 +309,26 @@ impl Client {
     }
 
     pub fn send(&self, kind: client_op::Kind) {
-        let op = pb::ClientOp { kind: Some(kind) };
+        self.send_many(vec![pb::ClientOp { kind: Some(kind) }]);
+    }
+
+    /// Sends `ops` in order, as one batch where the transport allows: the session's I/O thread
+    /// is woken once for all of them.
+    pub fn send_many(&self, ops: Vec<pb::ClientOp>) {
+        if ops.is_empty() {
+            return;
+        }
         match &self.sink {
             Sink::Grpc(out) => {
                 if let Some(out) = &*out.read() {
-                    let _ = out.send(op);
+                    for op in ops {
+                        let _ = out.send(op);
+                    }
                 }
             }
             Sink::Local { head, client, open } => {
                 if open.load(Ordering::Acquire) {
-                    if let Err(s) = head.local_batch(*client, vec![op]) {
+                    if let Err(s) = head.local_batch(*client, ops) {
                         let why = format!("refused: {}", s.message());
                         self.close(Error::HeadLost {
                             addr: self.addr.clone(),
