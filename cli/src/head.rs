@@ -5,9 +5,11 @@
 //! people goes to stderr. The head runs until SIGINT or SIGTERM (then it closes every stream, so
 //! node agents and drivers see it leave) or until the process is killed.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -60,9 +62,10 @@ pub fn run(args: HeadArgs) -> Result<()> {
 }
 
 async fn serve(bind: SocketAddr, data_dir: PathBuf) -> Result<()> {
-    let mut handle = head::serve(HeadConfig::new(bind, data_dir.clone()))
-        .await
-        .context("cannot start the head")?;
+    let mut config = HeadConfig::new(bind, data_dir.clone());
+    let launcher = std::sync::Arc::new(LocalLauncher::new(data_dir.join("launched"))?);
+    config.launcher = Some(launcher.clone());
+    let mut handle = head::serve(config).await.context("cannot start the head")?;
     let addr = handle.addr();
     let connect = connect_address(addr);
     {
@@ -84,9 +87,118 @@ async fn serve(bind: SocketAddr, data_dir: PathBuf) -> Result<()> {
         Some(signal) => {
             eprintln!("starling head: {signal}, shutting down");
             handle.shutdown().await;
+            launcher.stop_all();
             Ok(())
         }
         None => anyhow::bail!("the head's server on {addr} stopped unexpectedly"),
+    }
+}
+
+/// Starts the nodes of launched pools as `starling worker` processes on this machine (this very
+/// executable), each with its own log file under `dir`. Every node it started is stopped when
+/// the head stops (or when the launcher is dropped).
+struct LocalLauncher {
+    exe: PathBuf,
+    dir: PathBuf,
+    children: Mutex<HashMap<u32, std::process::Child>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl LocalLauncher {
+    fn new(dir: PathBuf) -> Result<Self> {
+        let exe = std::env::current_exe().context("cannot find the starling executable")?;
+        Ok(LocalLauncher {
+            exe,
+            dir,
+            children: Mutex::new(HashMap::new()),
+            next: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    fn stop_all(&self) {
+        let children: Vec<_> = self
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        for (_, mut c) in children {
+            terminate(&mut c);
+        }
+    }
+}
+
+/// SIGTERM (the agent stops its workers and leaves), then SIGKILL if it lingers.
+fn terminate(c: &mut std::process::Child) {
+    // SAFETY: kill(2) on our own child's pid; it touches no memory.
+    unsafe {
+        libc::kill(c.id() as i32, libc::SIGTERM);
+    }
+    for _ in 0..50 {
+        if matches!(c.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+impl head::Launcher for LocalLauncher {
+    fn launch(&self, head: &str, pool: &starling_proto::pb::PoolSpec) -> Result<u32, String> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = self.dir.join(format!("{}-{n}", pool.name));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let log = std::fs::File::create(dir.join("agent.out"))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.arg("worker")
+            .arg("--head")
+            .arg(head)
+            .arg("--pool")
+            .arg(&pool.name)
+            .arg("--log-dir")
+            .arg(dir.join("logs"))
+            .env_remove("STARLING_WORKER_HEAD")
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        if pool.num_cpus_per_node > 0 {
+            cmd.arg("--num-cpus")
+                .arg(pool.num_cpus_per_node.to_string());
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
+        let pid = child.id();
+        eprintln!(
+            "starling head: started node agent pid {pid} for pool {}",
+            pool.name
+        );
+        self.children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pid, child);
+        Ok(pid)
+    }
+
+    fn stop(&self, pid: u32) {
+        let child = self
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pid);
+        if let Some(mut c) = child {
+            eprintln!("starling head: stopping idle node agent pid {pid}");
+            std::thread::spawn(move || terminate(&mut c));
+        }
+    }
+}
+
+impl Drop for LocalLauncher {
+    fn drop(&mut self) {
+        self.stop_all();
     }
 }
 

@@ -3,6 +3,8 @@
 //! - `starling head`: run a head (the scheduler behind gRPC) in the foreground.
 //! - `starling worker --head ADDR`: run a node agent that joins that head.
 //! - `starling status --head ADDR`: print the head's nodes, task counters and objects.
+//! - `starling job submit|status|wait|logs|list|cancel|delete`: multi-node jobs.
+//! - `starling pool create|list|describe|delete`: compute pools.
 //! - `starling info`: start an in-process runtime and report what this build offers.
 //!
 //! Client commands take the head from `--head` or, without it, from `STARLING_HEAD` (the same
@@ -10,6 +12,7 @@
 //! chain of causes, and a non-zero exit code.
 
 mod head;
+mod job;
 mod parse;
 mod status;
 mod worker;
@@ -43,6 +46,10 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// Print a head's nodes, task counters and objects.
     Status(status::StatusArgs),
+    /// Submit, follow and manage multi-node jobs.
+    Job(job::JobArgs),
+    /// Create, list, describe and delete compute pools.
+    Pool(job::PoolArgs),
     /// Start an in-process runtime, report its node and resources, and shut it down.
     Info {
         /// Executor threads (default: one per core).
@@ -56,6 +63,8 @@ fn main() -> ExitCode {
         Command::Head(args) => head::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Status(args) => status::run(args),
+        Command::Job(args) => job::run(args),
+        Command::Pool(args) => job::run_pool(args),
         Command::Info { threads } => info(threads),
     };
     match outcome {

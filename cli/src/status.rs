@@ -56,7 +56,7 @@ pub async fn fetch(addr: &str, timeout: Duration) -> Result<pb::StatusReply> {
             .await
             .map_err(|e| unreachable(root(&e)))?;
         pb::head_client::HeadClient::new(channel)
-            .status(pb::StatusRequest {})
+            .status(pb::StatusRequest { job: 0 })
             .await
             .map(tonic::Response::into_inner)
             .map_err(|s| match s.code() {

@@ -135,6 +135,21 @@ pub enum Error {
     /// The runtime could not start.
     #[error("cannot start the Starling runtime: {0}")]
     Startup(String),
+    /// A job request was refused, or named something that does not exist.
+    #[error("{0}")]
+    JobRequest(String),
+    /// A multi-node job did not produce a value: it failed, was cancelled, or has not ended.
+    #[error("job {job} is {status}: {message}")]
+    JobFailed {
+        /// The job.
+        job: u64,
+        /// Its state (`FAILED`, `CANCELLED`, ... ).
+        status: String,
+        /// Why.
+        message: String,
+        /// The error of a `#[starling::job]` function, with its type and backtrace.
+        cause: Option<Box<RemoteError>>,
+    },
 }
 
 impl Error {

@@ -27,6 +27,7 @@ mod bytes;
 mod cluster;
 mod codec;
 mod error;
+pub mod jobs;
 mod object_ref;
 mod options;
 mod registry;

@@ -29,7 +29,7 @@ pub mod pb {
 }
 
 /// The protocol version spoken by this build; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The content id of a binary: 128 bits of two independent 64-bit FNV-1a hashes, in hex.
 pub fn build_id_of(data: &[u8]) -> String {

@@ -70,6 +70,33 @@ pub(crate) struct NodeState {
     pub workers: usize,
     /// Workers asked of the transport and not yet added.
     pub requested_workers: usize,
+    /// Whose tasks the node runs.
+    pub usage: NodeUse,
+}
+
+/// Whose tasks a node runs. Nodes of the default pool are shared by every driver; nodes of a
+/// named compute pool run nothing until a multi-node job is given them, then only that job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NodeUse {
+    /// Tasks of any job that is not a multi-node job.
+    #[default]
+    Shared,
+    /// Nothing (a pool node between jobs).
+    Reserved,
+    /// Only this multi-node job's tasks.
+    Job(JobId),
+}
+
+impl NodeState {
+    /// Whether the node runs tasks of `job`; `restricted`: the job is a multi-node job, which
+    /// runs on its own nodes only.
+    pub(crate) fn serves(&self, job: JobId, restricted: bool) -> bool {
+        match self.usage {
+            NodeUse::Shared => !restricted,
+            NodeUse::Reserved => false,
+            NodeUse::Job(j) => j == job,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -134,6 +161,8 @@ pub struct Core {
     pub(crate) spread_cursor: usize,
     /// Tasks a worker may hold at once (1 = no pipelining).
     pub(crate) pipeline_depth: usize,
+    /// Multi-node jobs: their tasks run only on nodes given to them.
+    pub(crate) restricted_jobs: std::collections::HashSet<JobId>,
     pub(crate) stats: CoreStats,
 }
 

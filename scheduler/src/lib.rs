@@ -20,7 +20,7 @@ pub mod reactor;
 pub mod testing;
 mod transport;
 
-pub use crate::core::{Core, CoreStats, NodeInfo, TaskState};
+pub use crate::core::{Core, CoreStats, NodeInfo, NodeUse, TaskState};
 pub use crate::objects::ObjectState;
 pub use crate::transport::{TaskOutcome, Transport};
 pub use starling_proto as proto;

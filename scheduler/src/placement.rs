@@ -24,12 +24,15 @@ pub(crate) enum Placement {
 const PACK_THRESHOLD: f64 = 0.5;
 
 /// Whether `n` can start a task of `job` right now: resources free and a worker of the job idle.
-fn fits_now(n: &NodeState, need: &ResourceSet, job: JobId) -> bool {
-    n.alive && n.idle.iter().any(|(j, _)| *j == job) && n.available.contains(need)
+fn fits_now(n: &NodeState, need: &ResourceSet, job: JobId, restricted: bool) -> bool {
+    n.alive
+        && n.serves(job, restricted)
+        && n.idle.iter().any(|(j, _)| *j == job)
+        && n.available.contains(need)
 }
 
-fn fits_ever(n: &NodeState, need: &ResourceSet) -> bool {
-    n.alive && n.total.contains(need)
+fn fits_ever(n: &NodeState, need: &ResourceSet, job: JobId, restricted: bool) -> bool {
+    n.alive && n.serves(job, restricted) && n.total.contains(need)
 }
 
 /// Picks a node for a task needing `need` under `strategy`.
@@ -38,26 +41,27 @@ pub(crate) fn place(
     need: &ResourceSet,
     strategy: SchedulingStrategy,
     job: JobId,
+    restricted: bool,
     spread_cursor: &mut usize,
 ) -> Placement {
     match strategy {
-        SchedulingStrategy::Default => hybrid(nodes, need, job),
+        SchedulingStrategy::Default => hybrid(nodes, need, job, restricted),
         SchedulingStrategy::Spread => {
             let n = nodes.len();
             for k in 0..n {
                 let i = (*spread_cursor + k) % n;
-                if fits_now(&nodes[i], need, job) {
+                if fits_now(&nodes[i], need, job, restricted) {
                     *spread_cursor = (i + 1) % n;
                     return Placement::Node(i);
                 }
             }
-            wait_or_infeasible(nodes, need)
+            wait_or_infeasible(nodes, need, job, restricted)
         }
         SchedulingStrategy::NodeAffinity { node, soft } => {
             match nodes.iter().position(|n| n.id == node) {
-                Some(i) if fits_now(&nodes[i], need, job) => Placement::Node(i),
-                Some(i) if fits_ever(&nodes[i], need) && !soft => Placement::Wait,
-                _ if soft => hybrid(nodes, need, job),
+                Some(i) if fits_now(&nodes[i], need, job, restricted) => Placement::Node(i),
+                Some(i) if fits_ever(&nodes[i], need, job, restricted) && !soft => Placement::Wait,
+                _ if soft => hybrid(nodes, need, job, restricted),
                 Some(i) if !nodes[i].alive => Placement::Infeasible(format!(
                     "needs node {node}, which is dead (affinity is hard; use soft affinity to \
                      allow other nodes)"
@@ -72,10 +76,10 @@ pub(crate) fn place(
     }
 }
 
-fn hybrid(nodes: &[NodeState], need: &ResourceSet, job: JobId) -> Placement {
+fn hybrid(nodes: &[NodeState], need: &ResourceSet, job: JobId, restricted: bool) -> Placement {
     let mut best: Option<(usize, f64)> = None;
     for (i, n) in nodes.iter().enumerate() {
-        if !fits_now(n, need, job) {
+        if !fits_now(n, need, job, restricted) {
             continue;
         }
         let after = utilization_after(n, need);
@@ -88,7 +92,7 @@ fn hybrid(nodes: &[NodeState], need: &ResourceSet, job: JobId) -> Placement {
     }
     match best {
         Some((i, _)) => Placement::Node(i),
-        None => wait_or_infeasible(nodes, need),
+        None => wait_or_infeasible(nodes, need, job, restricted),
     }
 }
 
@@ -102,8 +106,19 @@ fn utilization_after(n: &NodeState, need: &ResourceSet) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn wait_or_infeasible(nodes: &[NodeState], need: &ResourceSet) -> Placement {
-    if nodes.iter().any(|n| fits_ever(n, need)) {
+fn wait_or_infeasible(
+    nodes: &[NodeState],
+    need: &ResourceSet,
+    job: JobId,
+    restricted: bool,
+) -> Placement {
+    if nodes.iter().any(|n| fits_ever(n, need, job, restricted)) {
+        return Placement::Wait;
+    }
+    let serving: Vec<&NodeState> = nodes.iter().filter(|n| n.serves(job, restricted)).collect();
+    if serving.is_empty() && nodes.iter().any(|n| n.alive) {
+        // Nodes exist but none is this job's yet (a multi-node job between allocations, or a
+        // driver on a cluster whose nodes all belong to pools): wait for one.
         return Placement::Wait;
     }
     Placement::Infeasible(infeasible_reason(nodes, need))
@@ -148,6 +163,7 @@ mod tests {
             idle: vec![(JobId(0), starling_proto::WorkerId(id))],
             workers: 1,
             requested_workers: 0,
+            usage: Default::default(),
         }
     }
 
@@ -166,6 +182,7 @@ mod tests {
                 &one,
                 SchedulingStrategy::Default,
                 JobId(0),
+                false,
                 &mut cur,
             ) else {
                 panic!("should place")
@@ -189,8 +206,22 @@ mod tests {
         ];
         let mut cur = 0;
         let one = ResourceSet::cpus(1.0);
-        let a = place(&nodes, &one, SchedulingStrategy::Spread, JobId(0), &mut cur);
-        let b = place(&nodes, &one, SchedulingStrategy::Spread, JobId(0), &mut cur);
+        let a = place(
+            &nodes,
+            &one,
+            SchedulingStrategy::Spread,
+            JobId(0),
+            false,
+            &mut cur,
+        );
+        let b = place(
+            &nodes,
+            &one,
+            SchedulingStrategy::Spread,
+            JobId(0),
+            false,
+            &mut cur,
+        );
         assert_eq!((a, b), (Placement::Node(0), Placement::Node(1)));
     }
 
@@ -230,11 +261,11 @@ mod tests {
             soft: true,
         };
         assert_eq!(
-            place(&nodes, &one, hard, JobId(0), &mut cur),
+            place(&nodes, &one, hard, JobId(0), false, &mut cur),
             Placement::Wait
         );
         assert_eq!(
-            place(&nodes, &one, soft, JobId(0), &mut cur),
+            place(&nodes, &one, soft, JobId(0), false, &mut cur),
             Placement::Node(0)
         );
         let unknown = SchedulingStrategy::NodeAffinity {
@@ -242,7 +273,7 @@ mod tests {
             soft: false,
         };
         assert!(matches!(
-            place(&nodes, &one, unknown, JobId(0), &mut cur),
+            place(&nodes, &one, unknown, JobId(0), false, &mut cur),
             Placement::Infeasible(_)
         ));
     }

@@ -11,7 +11,7 @@ use starling_proto::{
     TaskSpec, WorkerId,
 };
 
-use crate::core::{Core, NodeState, TaskEntry, TaskState, WorkerState};
+use crate::core::{Core, NodeState, NodeUse, TaskEntry, TaskState, WorkerState};
 use crate::objects::{ObjectEntry, ObjectState};
 use crate::placement::{place, Placement};
 use crate::transport::{TaskOutcome, Transport};
@@ -38,8 +38,14 @@ pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
             idle: Vec::new(),
             workers: 0,
             requested_workers: 0,
+            usage: NodeUse::Shared,
         });
     }
+    requeue_infeasible(core);
+}
+
+/// The cluster changed: tasks found infeasible get another look.
+fn requeue_infeasible(core: &mut Core) {
     for task in std::mem::take(&mut core.infeasible) {
         if let Some(e) = core.tasks.get_mut(&task) {
             e.state = TaskState::Queued;
@@ -80,6 +86,25 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
 
 /// `n` workers were asked of `node` outside the scheduler (started ahead for a new job): while
 /// they start, the scheduler does not ask for more.
+/// Sets whose tasks `node` runs (see [`NodeUse`]). Tasks that waited for such a node are
+/// placed by the next [`schedule`].
+pub fn on_node_use(core: &mut Core, node: NodeId, usage: NodeUse) {
+    if let Some(&i) = core.node_index.get(&node) {
+        core.nodes[i].usage = usage;
+        requeue_infeasible(core);
+    }
+}
+
+/// `job` is a multi-node job: from now on its tasks run only on nodes given to it with
+/// [`on_node_use`]; `false` lifts that when the job ends.
+pub fn on_job_restricted(core: &mut Core, job: JobId, restricted: bool) {
+    if restricted {
+        core.restricted_jobs.insert(job);
+    } else {
+        core.restricted_jobs.remove(&job);
+    }
+}
+
 pub fn on_workers_requested(core: &mut Core, node: NodeId, n: usize) {
     if let Some(&i) = core.node_index.get(&node) {
         core.nodes[i].requested_workers += n;
@@ -543,11 +568,13 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                 core.classes[c].queue.pop_front();
                 continue;
             }
+            let restricted = core.restricted_jobs.contains(&class.job);
             match place(
                 &core.nodes,
                 &class.resources,
                 class.strategy,
                 class.job,
+                restricted,
                 &mut core.spread_cursor,
             ) {
                 Placement::Node(i) => {
@@ -666,6 +693,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
 fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usize) {
     let need = &core.classes[class].resources;
     let job = core.classes[class].job;
+    let restricted = core.restricted_jobs.contains(&job);
     // A task pinned to a node (hard affinity) is helped only by a worker on that node.
     let only = match core.classes[class].strategy {
         SchedulingStrategy::NodeAffinity { node, soft: false } => Some(node),
@@ -676,7 +704,12 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
             continue;
         }
         let idle_for_job = n.idle.iter().any(|(j, _)| *j == job);
-        if n.alive && !idle_for_job && n.requested_workers == 0 && n.available.contains(need) {
+        if n.alive
+            && n.serves(job, restricted)
+            && !idle_for_job
+            && n.requested_workers == 0
+            && n.available.contains(need)
+        {
             n.requested_workers += 1;
             t.request_worker(n.id, job);
             return;

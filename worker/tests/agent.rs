@@ -37,6 +37,50 @@ struct FakeHead {
 
 #[tonic::async_trait]
 impl pb::head_server::Head for FakeHead {
+    // The fake head has no jobs or pools: the agent never calls these.
+    async fn submit_job(&self, _: Request<pb::JobSpec>) -> Result<Response<pb::JobInfo>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn list_jobs(&self, _: Request<pb::Empty>) -> Result<Response<pb::JobList>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn get_job(&self, _: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn cancel_job(&self, _: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn delete_job(&self, _: Request<pb::JobRef>) -> Result<Response<pb::Empty>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn job_logs(&self, _: Request<pb::LogRequest>) -> Result<Response<pb::LogChunk>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn set_job_result(
+        &self,
+        _: Request<pb::JobResult>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn create_pool(
+        &self,
+        _: Request<pb::PoolSpec>,
+    ) -> Result<Response<pb::PoolInfo>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn list_pools(&self, _: Request<pb::Empty>) -> Result<Response<pb::PoolList>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn describe_pool(
+        &self,
+        _: Request<pb::PoolRef>,
+    ) -> Result<Response<pb::PoolInfo>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn delete_pool(&self, _: Request<pb::PoolRef>) -> Result<Response<pb::Empty>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+
     type SessionStream = BoxStream<pb::HeadBatch>;
     type AttachStream = BoxStream<pb::HeadToNodeBatch>;
     type GetBinaryStream = BoxStream<pb::Chunk>;

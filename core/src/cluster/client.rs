@@ -38,7 +38,7 @@ use starling_scheduler::head::{ClientTx, HeadService};
 pub(crate) const INLINE_LIMIT: usize = 100 * 1024;
 
 /// Largest message this client sends or accepts.
-const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Largest value a driver outside the cluster's nodes can `put` (it travels to the head in one
 /// message); a driver on a node writes large values to the node's store instead, without limit.
@@ -469,12 +469,13 @@ impl Client {
 
     /// The head's status report.
     pub fn status(&self) -> Result<pb::StatusReply> {
+        let job = self.job.0;
         let uri = super::head_uri(&self.addr);
         let addr = self.addr.clone();
         let fut = async move {
             let channel = connect_channel(&uri, &addr, Duration::from_secs(5)).await?;
             pb::head_client::HeadClient::new(channel)
-                .status(pb::StatusRequest {})
+                .status(pb::StatusRequest { job })
                 .await
                 .map(|r| r.into_inner())
                 .map_err(|s| Error::Refused {
@@ -609,7 +610,11 @@ fn driver_hello(build: String) -> pb::Hello {
         version: starling_proto::PROTOCOL_VERSION,
         build,
         node: 0,
-        job: 0,
+        // A multi-node job's entrypoint joins its job.
+        job: std::env::var(super::env::JOB)
+            .ok()
+            .and_then(|j| j.parse().ok())
+            .unwrap_or(0),
         is_worker: false,
         pid: std::process::id(),
     }

@@ -52,15 +52,21 @@ pub(crate) enum Mode {
 }
 
 impl Default for Config {
-    /// A local cluster with one worker per core; the node offers that many CPUs.
+    /// A local cluster with one worker per core; the node offers that many CPUs. When
+    /// `STARLING_HEAD` is set (a multi-node job's entrypoint has it), the cluster at that
+    /// address instead.
     fn default() -> Self {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
+        let mode = match std::env::var(crate::jobs::HEAD_ENV) {
+            Ok(addr) if !addr.is_empty() => Mode::Connect(addr),
+            _ => Mode::Local,
+        };
         Config {
             threads,
             resources: ResourceSet::cpus(threads as f64),
-            mode: Mode::Local,
+            mode,
             connect_timeout: Duration::from_secs(10),
         }
     }

@@ -14,6 +14,7 @@
 // allocation into each call site.
 #![allow(clippy::result_large_err)]
 
+pub mod jobs;
 mod service;
 pub(crate) mod state;
 
@@ -29,6 +30,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use starling_proto::pb;
 
+pub use jobs::Launcher;
 pub use service::HeadService;
 pub use state::ClientTx;
 
@@ -53,6 +55,15 @@ pub struct HeadConfig {
     pub heartbeat_timeout: Duration,
     /// Tasks a busy worker process may be handed ahead (see `Core::set_pipeline_depth`).
     pub pipeline_depth: usize,
+    /// Starts nodes for pools whose nodes the head starts itself (`None`: such pools cannot be
+    /// created).
+    pub launcher: Option<Arc<dyn Launcher>>,
+}
+
+impl std::fmt::Debug for dyn Launcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Launcher")
+    }
 }
 
 impl HeadConfig {
@@ -63,6 +74,7 @@ impl HeadConfig {
             data_dir,
             heartbeat_timeout: Duration::from_secs(5),
             pipeline_depth: DEFAULT_PIPELINE_DEPTH,
+            launcher: None,
         }
     }
 }
@@ -159,7 +171,20 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         addr: config.bind,
         source,
     })?;
-    let head = state::Head::new(bin_dir, config.heartbeat_timeout, config.pipeline_depth);
+    let (mut job_table, last_job) =
+        jobs::Jobs::load(&config.data_dir).map_err(|source| HeadError::DataDir {
+            path: config.data_dir.clone(),
+            source,
+        })?;
+    job_table.head_addr = addr.to_string();
+    let head = state::Head::new(
+        bin_dir,
+        job_table,
+        last_job + 1,
+        config.heartbeat_timeout,
+        config.pipeline_depth,
+        config.launcher.clone(),
+    );
     let service = HeadService::new(Arc::new(head));
     service.spawn_heartbeat_monitor();
     let (tx, rx) = oneshot::channel::<()>();

@@ -37,7 +37,7 @@ impl HeadService {
 
     /// Cluster status, as `starling status` shows it.
     pub fn status_now(&self) -> pb::StatusReply {
-        self.head.status()
+        self.head.status(starling_proto::JobId(0))
     }
 
     /// Opens a session for a client in this process (the local cluster's driver): its ops are
@@ -75,6 +75,9 @@ impl HeadService {
                     );
                     head.close_node(node, &why);
                 }
+                // Launching a node forks; keep it off the runtime's threads.
+                let h = head.clone();
+                let _ = tokio::task::spawn_blocking(move || h.jobs_tick()).await;
             }
         });
     }
@@ -294,8 +297,180 @@ impl pb::head_server::Head for HeadService {
 
     async fn status(
         &self,
-        _request: Request<pb::StatusRequest>,
+        request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        Ok(Response::new(self.head.status()))
+        let job = starling_proto::JobId(request.into_inner().job);
+        Ok(Response::new(self.head.status(job)))
+    }
+
+    async fn submit_job(
+        &self,
+        request: Request<pb::JobSpec>,
+    ) -> Result<Response<pb::JobInfo>, Status> {
+        let head = self.head.clone();
+        let spec = request.into_inner();
+        let info = tokio::task::spawn_blocking(move || head.submit_job(spec))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(info))
+    }
+
+    async fn list_jobs(
+        &self,
+        _request: Request<pb::Empty>,
+    ) -> Result<Response<pb::JobList>, Status> {
+        let jobs = self.head.state.lock().jobs.list();
+        Ok(Response::new(pb::JobList { jobs }))
+    }
+
+    async fn get_job(&self, request: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
+        let id = request.into_inner().id;
+        let (info, path) = {
+            let g = self.head.state.lock();
+            (g.jobs.info(id), g.jobs.result_path(id))
+        };
+        let mut info = info.ok_or_else(|| Status::not_found(format!("unknown job {id}")))?;
+        if let Ok(v) = tokio::fs::read(&path).await {
+            info.result = v;
+        }
+        Ok(Response::new(info))
+    }
+
+    async fn cancel_job(
+        &self,
+        request: Request<pb::JobRef>,
+    ) -> Result<Response<pb::JobInfo>, Status> {
+        Ok(Response::new(
+            self.head.cancel_job(request.into_inner().id)?,
+        ))
+    }
+
+    async fn delete_job(
+        &self,
+        request: Request<pb::JobRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        self.head
+            .state
+            .lock()
+            .jobs
+            .delete(request.into_inner().id)?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn job_logs(
+        &self,
+        request: Request<pb::LogRequest>,
+    ) -> Result<Response<pb::LogChunk>, Status> {
+        let r = request.into_inner();
+        let (path, ended, instances) = {
+            let g = self.head.state.lock();
+            let info = g
+                .jobs
+                .info(r.job)
+                .ok_or_else(|| Status::not_found(format!("unknown job {}", r.job)))?;
+            let n = info.nodes.len() as u32;
+            (
+                g.jobs.log_path(r.job, r.instance),
+                g.jobs.has_ended(r.job),
+                n,
+            )
+        };
+        if instances > 0 && r.instance >= instances {
+            return Err(Status::invalid_argument(format!(
+                "job {} has {instances} instance(s): 0..{}",
+                r.job,
+                instances - 1
+            )));
+        }
+        // Read after the lock; at most 4 MiB per call (followers call again).
+        let data = match tokio::fs::File::open(&path).await {
+            Ok(mut f) => {
+                use tokio::io::AsyncSeekExt;
+                let _ = f.seek(std::io::SeekFrom::Start(r.offset)).await;
+                let mut buf = Vec::new();
+                let _ = f.take(4 << 20).read_to_end(&mut buf).await;
+                buf
+            }
+            Err(_) => Vec::new(),
+        };
+        let offset = r.offset + data.len() as u64;
+        Ok(Response::new(pb::LogChunk {
+            data,
+            offset,
+            ended: ended.unwrap_or(true),
+        }))
+    }
+
+    async fn set_job_result(
+        &self,
+        request: Request<pb::JobResult>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        self.head
+            .state
+            .lock()
+            .jobs
+            .set_result(request.into_inner())?;
+        Ok(Response::new(pb::Empty {}))
+    }
+
+    async fn create_pool(
+        &self,
+        request: Request<pb::PoolSpec>,
+    ) -> Result<Response<pb::PoolInfo>, Status> {
+        let can_launch = self.head.launcher.is_some();
+        let info = {
+            let mut g = self.head.state.lock();
+            let st = &mut *g;
+            st.jobs
+                .create_pool(&st.out, request.into_inner(), can_launch)?
+        };
+        // Start its min_nodes now.
+        let head = self.head.clone();
+        let _ = tokio::task::spawn_blocking(move || head.jobs_tick()).await;
+        let name = info
+            .spec
+            .as_ref()
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        let g = self.head.state.lock();
+        Ok(Response::new(
+            g.jobs.pool_info(&g.out, &name).unwrap_or(info),
+        ))
+    }
+
+    async fn list_pools(
+        &self,
+        _request: Request<pb::Empty>,
+    ) -> Result<Response<pb::PoolList>, Status> {
+        let g = self.head.state.lock();
+        Ok(Response::new(pb::PoolList {
+            pools: g.jobs.pools(&g.out),
+        }))
+    }
+
+    async fn describe_pool(
+        &self,
+        request: Request<pb::PoolRef>,
+    ) -> Result<Response<pb::PoolInfo>, Status> {
+        let name = request.into_inner().name;
+        let g = self.head.state.lock();
+        g.jobs
+            .pool_info(&g.out, &name)
+            .map(Response::new)
+            .ok_or_else(|| Status::not_found(format!("unknown pool `{name}`")))
+    }
+
+    async fn delete_pool(
+        &self,
+        request: Request<pb::PoolRef>,
+    ) -> Result<Response<pb::Empty>, Status> {
+        let name = request.into_inner().name;
+        let stop = self.head.state.lock().jobs.delete_pool(&name)?;
+        if let Some(l) = &self.head.launcher {
+            for pid in stop {
+                l.stop(pid);
+            }
+        }
+        Ok(Response::new(pb::Empty {}))
     }
 }

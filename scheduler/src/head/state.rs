@@ -23,6 +23,7 @@ use starling_proto::{
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::Status;
 
+use super::jobs::{self, Jobs, Launcher, PoolActions};
 use crate::reactor;
 use crate::{Core, TaskOutcome, Transport};
 
@@ -102,7 +103,7 @@ impl Outbox {
         }
     }
 
-    fn queue_node(&mut self, node: NodeId, op: head_to_node_op::Kind) {
+    pub(crate) fn queue_node(&mut self, node: NodeId, op: head_to_node_op::Kind) {
         if let Some(n) = self.nodes.get_mut(&node) {
             if n.out.is_empty() {
                 self.dirty_nodes.push(node);
@@ -291,6 +292,7 @@ impl Transport for Outbox {
 pub(crate) struct State {
     pub core: Core,
     pub out: Outbox,
+    pub jobs: Jobs,
     next_client: u64,
     next_worker: u64,
     next_node: u64,
@@ -302,24 +304,91 @@ pub(crate) struct Head {
     pub state: Mutex<State>,
     pub bin_dir: PathBuf,
     pub heartbeat_timeout: Duration,
+    pub launcher: Option<std::sync::Arc<dyn Launcher>>,
 }
 
 impl Head {
-    pub fn new(bin_dir: PathBuf, heartbeat_timeout: Duration, pipeline_depth: usize) -> Self {
+    pub fn new(
+        bin_dir: PathBuf,
+        jobs: Jobs,
+        first_job: u64,
+        heartbeat_timeout: Duration,
+        pipeline_depth: usize,
+        launcher: Option<std::sync::Arc<dyn Launcher>>,
+    ) -> Self {
         let mut core = Core::new();
         core.set_pipeline_depth(pipeline_depth);
         Head {
             state: Mutex::new(State {
                 core,
                 out: Outbox::default(),
+                jobs,
                 next_client: 1,
                 next_worker: 1,
                 next_node: 1,
-                next_job: 1,
+                next_job: first_job.max(1),
             }),
             bin_dir,
             heartbeat_timeout,
+            launcher,
         }
+    }
+
+    /// Periodic job and pool work; starts and stops launched nodes after the lock.
+    pub fn jobs_tick(&self) {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        let actions = st.jobs.tick(&mut st.out, &mut st.core);
+        reactor::schedule(&mut st.core, &mut st.out);
+        let out = st.out.flush();
+        let head = st.jobs.head_addr.clone();
+        drop(g);
+        out.send();
+        self.perform(&head, actions);
+    }
+
+    pub fn perform(&self, head: &str, actions: PoolActions) {
+        let Some(launcher) = &self.launcher else {
+            return;
+        };
+        for pid in actions.stop {
+            launcher.stop(pid);
+        }
+        for spec in actions.launch {
+            match launcher.launch(head, &spec) {
+                Ok(pid) => self.state.lock().jobs.on_launched(&spec.name, pid),
+                Err(e) => eprintln!(
+                    "starling head: cannot start a node for pool {}: {e}",
+                    spec.name
+                ),
+            }
+        }
+    }
+
+    /// Submits a multi-node job.
+    pub fn submit_job(&self, spec: pb::JobSpec) -> Result<pb::JobInfo, Status> {
+        let info = {
+            let mut g = self.state.lock();
+            let st = &mut *g;
+            let id = st.next_job;
+            let info = st.jobs.submit(&st.out, id, spec, &self.bin_dir)?;
+            st.next_job += 1;
+            info
+        };
+        // Start it now if its nodes are free (no wait for the next tick).
+        self.jobs_tick();
+        Ok(self.state.lock().jobs.info(info.id).unwrap_or(info))
+    }
+
+    pub fn cancel_job(&self, id: u64) -> Result<pb::JobInfo, Status> {
+        let mut g = self.state.lock();
+        let st = &mut *g;
+        let info = st.jobs.cancel(&mut st.out, &mut st.core, id)?;
+        reactor::schedule(&mut st.core, &mut st.out);
+        let out = st.out.flush();
+        drop(g);
+        out.send();
+        Ok(info)
     }
 
     /// Registers a driver or worker process from its `Hello`.
@@ -360,8 +429,22 @@ impl Head {
             welcome.job = job.0;
             welcome.worker = worker.0;
         } else {
-            let job = JobId(st.next_job);
-            st.next_job += 1;
+            // The entrypoint of a running multi-node job joins that job; any other driver is a
+            // job of its own on the shared nodes.
+            let pool_job = JobId(hello.job);
+            let (job, only) = if hello.job != 0 && st.jobs.is_running(pool_job) {
+                (pool_job, st.jobs.nodes_of(pool_job))
+            } else if hello.job != 0 {
+                return Err(Status::failed_precondition(format!(
+                    "job {} is not running (a job's processes connect only while it runs)",
+                    hello.job
+                )));
+            } else {
+                let job = JobId(st.next_job);
+                st.next_job += 1;
+                (job, None)
+            };
+            let first_driver = !st.out.jobs.contains_key(&job);
             st.out.jobs.insert(
                 job,
                 JobInfo {
@@ -370,13 +453,17 @@ impl Head {
             );
             st.out.clients.insert(client, conn(job, None, HEAD_NODE));
             welcome.job = job.0;
-            // Start one worker per CPU of every node for the new job, so its first tasks do not
+            // Start one worker per CPU of every node the job may use, so its first tasks do not
             // wait for process start-up one by one.
             let starts: Vec<(NodeId, u32)> = st
                 .core
                 .nodes()
                 .iter()
-                .filter(|n| n.alive)
+                .filter(|n| n.alive && first_driver)
+                .filter(|n| match &only {
+                    Some(nodes) => nodes.contains(&n.id),
+                    None => st.out.nodes.get(&n.id).is_some_and(|c| c.pool.is_empty()),
+                })
                 .map(|n| (n.id, (n.total.get("CPU").ceil() as u32).max(1)))
                 .collect();
             for (node, count) in starts {
@@ -427,7 +514,7 @@ impl Head {
         if let Some(w) = conn.worker {
             st.out.worker_client.remove(&w);
             reactor::on_worker_removed(&mut st.core, &mut st.out, w, why);
-        } else {
+        } else if st.jobs.nodes_of(conn.job).is_none() {
             st.out.jobs.remove(&conn.job);
             let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
             for n in nodes {
@@ -473,16 +560,22 @@ impl Head {
             },
         );
         reactor::on_node_added(&mut st.core, node, resources.clone());
+        st.jobs
+            .on_node_added(&mut st.core, node, &hello.pool, hello.pid);
         st.out
             .queue_node(node, head_to_node_op::Kind::NodeId(node.0));
-        // Running jobs get workers on the new node too.
+        // Running drivers get workers on a new shared node too (a pool's nodes wait for a job).
         let cpus = (resources.get("CPU").ceil() as u32).max(1);
-        let jobs: Vec<(JobId, String)> = st
-            .out
-            .jobs
-            .iter()
-            .map(|(j, info)| (*j, info.build.clone()))
-            .collect();
+        let jobs: Vec<(JobId, String)> = if hello.pool.is_empty() {
+            st.out
+                .jobs
+                .iter()
+                .filter(|(j, _)| st.jobs.nodes_of(**j).is_none())
+                .map(|(j, info)| (*j, info.build.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         for (job, build) in jobs {
             reactor::on_workers_requested(&mut st.core, node, cpus as usize);
             let start = pb::StartWorkers {
@@ -503,16 +596,49 @@ impl Head {
     pub fn node_batch(&self, node: NodeId, ops: Vec<pb::NodeOp>) {
         let mut g = self.state.lock();
         let st = &mut *g;
+        let mut logs: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         for op in ops {
             let Some(conn) = st.out.nodes.get_mut(&node) else {
-                return;
+                break;
             };
             conn.last_seen = Instant::now();
             match op.kind {
                 Some(pb::node_op::Kind::Usage(u)) => conn.usage = u,
                 Some(pb::node_op::Kind::Heartbeat(_)) | Some(pb::node_op::Kind::Hello(_)) => {}
                 Some(pb::node_op::Kind::WorkerExit(_)) | None => {}
+                Some(pb::node_op::Kind::JobLog(l)) => {
+                    if let Some(path) = st.jobs.log_target(l.job, node) {
+                        match logs.last_mut() {
+                            Some((p, data)) if *p == path => data.extend_from_slice(&l.data),
+                            _ => logs.push((path, l.data)),
+                        }
+                    }
+                }
+                Some(pb::node_op::Kind::EntrypointExit(e)) => {
+                    // Only instance 0 runs the entrypoint.
+                    if st.jobs.instance_of(e.job, node) == Some(0) {
+                        st.jobs.on_entrypoint_exit(
+                            &mut st.out,
+                            &mut st.core,
+                            e.job,
+                            e.code,
+                            &e.error,
+                        );
+                    }
+                }
+                Some(pb::node_op::Kind::JobStopped(job)) => {
+                    st.jobs.on_job_stopped(&mut st.out, &mut st.core, job, node);
+                }
             }
+        }
+        reactor::schedule(&mut st.core, &mut st.out);
+        let out = st.out.flush();
+        drop(g);
+        out.send();
+        // Log files are written after the lock; one node's batches arrive in order, and each
+        // instance's log has one writer (its node's stream).
+        for (path, data) in logs {
+            jobs::append_log(&path, &data);
         }
     }
 
@@ -523,6 +649,7 @@ impl Head {
             return;
         }
         reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
+        st.jobs.on_node_lost(&mut st.out, &mut st.core, node);
         reactor::schedule(&mut st.core, &mut st.out);
         let out = st.out.flush();
         drop(g);
@@ -544,13 +671,20 @@ impl Head {
         self.state.lock().out.values.get(&object).cloned()
     }
 
-    pub fn status(&self) -> pb::StatusReply {
+    /// Cluster status; for a multi-node job's processes (`job` set), only its instances.
+    pub fn status(&self, job: JobId) -> pb::StatusReply {
         let g = self.state.lock();
         let stats = g.core.stats();
+        let only = if job.0 == 0 {
+            None
+        } else {
+            g.jobs.nodes_of(job)
+        };
         let nodes = g
             .core
             .nodes()
             .into_iter()
+            .filter(|n| only.as_ref().is_none_or(|o| o.contains(&n.id)))
             .map(|n| {
                 let conn = g.out.nodes.get(&n.id);
                 pb::NodeStatus {

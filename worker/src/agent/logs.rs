@@ -178,11 +178,36 @@ impl LineSplitter {
     }
 }
 
-/// Copies `stdout` and `stderr` of one worker process into `file`, tagged, until both end (the
-/// process exited and nobody else holds the pipes). With no file the output is drained and
+/// Where the output of a multi-node job's processes goes besides their log files: to the head,
+/// which keeps each instance's log.
+#[derive(Clone, Debug)]
+pub(crate) struct Tee {
+    pub job: starling_proto::JobId,
+    pub tx: tokio::sync::mpsc::UnboundedSender<starling_proto::pb::NodeBatch>,
+}
+
+impl Tee {
+    fn send(&self, text: &str) {
+        use starling_proto::pb;
+        let op = pb::NodeOp {
+            kind: Some(pb::node_op::Kind::JobLog(pb::JobLog {
+                job: self.job.0,
+                data: text.as_bytes().to_vec(),
+            })),
+        };
+        let _ = self.tx.send(pb::NodeBatch { ops: vec![op] });
+    }
+}
+
+/// Copies `stdout` and `stderr` of one process into `file` (and `tee`), tagged, until both end
+/// (the process exited and nobody else holds the pipes). With no file the output is drained and
 /// dropped.
-pub(crate) async fn pump<O, E>(mut stdout: O, mut stderr: E, mut file: Option<tokio::fs::File>)
-where
+pub(crate) async fn pump<O, E>(
+    mut stdout: O,
+    mut stderr: E,
+    mut file: Option<tokio::fs::File>,
+    tee: Option<Tee>,
+) where
     O: AsyncRead + Unpin,
     E: AsyncRead + Unpin,
 {
@@ -212,6 +237,9 @@ where
         }
         if text.is_empty() {
             continue;
+        }
+        if let Some(t) = &tee {
+            t.send(&text);
         }
         if let Some(f) = file.as_mut() {
             // Flushing each batch makes the log readable while the worker runs (`job.logs`).

@@ -29,6 +29,7 @@
 mod binary;
 mod disk;
 mod error;
+pub mod instances;
 pub mod logs;
 mod objects;
 mod procs;
@@ -51,6 +52,7 @@ use tonic::Streaming;
 
 use self::binary::BinaryCache;
 use self::disk::Disk;
+use self::instances::Instances;
 use self::logs::AgentLog;
 use self::objects::ObjectServer;
 use self::procs::{ProcEvent, SpawnConfig, Supervisor};
@@ -279,6 +281,7 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         pool: config.pool.clone(),
         store_dir: store_dir.display().to_string(),
         previous_id: 0,
+        pid: std::process::id(),
     };
     let _ = outbound.send(batch(vec![NodeKind::Hello(hello)]));
     let (node, inbound, early) = register(
@@ -321,7 +324,7 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
 
     let cache = match config.worker_binary {
         Some(_) => None,
-        None => Some(Arc::new(BinaryCache::new(cache_dir, head.clone()))),
+        None => Some(Arc::new(BinaryCache::new(cache_dir.clone(), head.clone()))),
     };
     let (events_tx, events) = mpsc::unbounded_channel();
     let spawn = SpawnConfig::new(
@@ -330,11 +333,20 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         &store_dir,
         &spill_dir,
         &object_address.to_string(),
-        log_dir,
+        log_dir.clone(),
     );
     let (stop, stop_rx) = watch::channel(false);
+    let instances = Instances::new(
+        config.head.clone(),
+        cache_dir.join("jobs").join(node.to_string()),
+        log_dir.clone(),
+        cache.clone(),
+        outbound.clone(),
+        log.clone(),
+    );
     let agent = Loop {
         head: config.head.clone(),
+        instances,
         outbound,
         inbound,
         supervisor: Supervisor::new(spawn, cache, events_tx, log.clone()),
@@ -536,6 +548,7 @@ type Maintained = std::io::Result<(pb::StoreUsage, Vec<ObjectId>)>;
 /// The agent loop's state; see the module docs.
 struct Loop {
     head: String,
+    instances: Instances,
     outbound: mpsc::UnboundedSender<pb::NodeBatch>,
     inbound: Streaming<pb::HeadToNodeBatch>,
     supervisor: Supervisor,
@@ -595,6 +608,7 @@ impl Loop {
                 .log
                 .line(format_args!("lost the head: {reason}; stopping")),
         }
+        self.instances.stop_all().await;
         self.supervisor.kill_all().await;
         if let Some(stop) = self.object_stop.take() {
             let _ = stop.send(());
@@ -624,7 +638,22 @@ impl Loop {
                     .start_workers(JobId(s.job), &s.build, s.count)
                     .await;
             }
-            HeadKind::StopJob(job) => self.supervisor.stop_job(JobId(job)).await,
+            HeadKind::StopJob(job) => {
+                let job = JobId(job);
+                let instance = self.instances.stop(job).await;
+                self.supervisor.stop_job(job).await;
+                if instance {
+                    // After the entrypoint's exit and every line of output (one ordered stream).
+                    self.send(vec![NodeKind::JobStopped(job.0)]);
+                }
+            }
+            HeadKind::JobInstance(ji) => {
+                let job = JobId(ji.job);
+                self.instances.on_instance(ji);
+                if let Some(tee) = self.instances.tee(job) {
+                    self.supervisor.tee(tee);
+                }
+            }
             HeadKind::FreeObject(object) => {
                 let (disk, log) = (self.disk.clone(), self.log.clone());
                 // Off the loop: a delete on a slow disk must not delay heartbeats.

@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 use super::binary::BinaryCache;
 use super::error::AgentError;
-use super::logs::{pump, AgentLog};
+use super::logs::{pump, AgentLog, Tee};
 use super::{env, AgentConfig};
 
 /// Replacements allowed per job within [`RESTART_WINDOW`].
@@ -121,6 +121,8 @@ pub(crate) struct Supervisor {
     events: mpsc::UnboundedSender<ProcEvent>,
     log: Arc<AgentLog>,
     stopping: bool,
+    /// Jobs whose processes' output also goes to the head (multi-node job instances).
+    tees: HashMap<JobId, Tee>,
 }
 
 impl Supervisor {
@@ -137,6 +139,7 @@ impl Supervisor {
             events,
             log,
             stopping: false,
+            tees: HashMap::new(),
         }
     }
 
@@ -320,7 +323,8 @@ impl Supervisor {
 
     /// Starts one process of `job` and records it. Errors are logged here.
     async fn spawn_one(&mut self, job: JobId, binary: &Path) -> Result<u32, AgentError> {
-        match spawn_worker(&self.spawn, binary, job, &self.events).await {
+        let tee = self.tees.get(&job).cloned();
+        match spawn_worker(&self.spawn, binary, job, &self.events, tee).await {
             Ok((pid, proc)) => {
                 self.log.line(format_args!(
                     "{job}: started worker pid {pid} ({})",
@@ -342,9 +346,15 @@ impl Supervisor {
         }
     }
 
+    /// From now on, the output of `job`'s processes also goes to `tee`.
+    pub(crate) fn tee(&mut self, tee: Tee) {
+        self.tees.insert(tee.job, tee);
+    }
+
     /// `StopJob`: kill the job's processes and wait until they are gone. Their exits are still
     /// reported (as killed by `SIGKILL`).
     pub(crate) async fn stop_job(&mut self, job: JobId) {
+        self.tees.remove(&job);
         if let Some(j) = self.jobs.remove(&job) {
             self.log
                 .line(format_args!("{job}: stopping {} worker(s)", j.procs.len()));
@@ -385,6 +395,7 @@ async fn spawn_worker(
     binary: &Path,
     job: JobId,
     events: &mpsc::UnboundedSender<ProcEvent>,
+    tee: Option<Tee>,
 ) -> Result<(u32, Proc), AgentError> {
     let mut cmd = Command::new(binary);
     cmd.envs(config.env.iter().map(|(k, v)| (*k, v.as_str())))
@@ -417,11 +428,12 @@ async fn spawn_worker(
         .open(&log_path)
         .await
         .ok();
-    if let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) {
-        tokio::spawn(pump(out, err, file));
-    }
+    let pumping = match (child.stdout.take(), child.stderr.take()) {
+        (Some(out), Some(err)) => Some(tokio::spawn(pump(out, err, file, tee))),
+        _ => None,
+    };
     let (kill, killed) = oneshot::channel();
-    let watcher = tokio::spawn(watch(child, killed, job, pid, events.clone()));
+    let watcher = tokio::spawn(watch(child, killed, job, pid, events.clone(), pumping));
     Ok((
         pid,
         Proc {
@@ -438,6 +450,7 @@ async fn watch(
     job: JobId,
     pid: u32,
     events: mpsc::UnboundedSender<ProcEvent>,
+    pumping: Option<JoinHandle<()>>,
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
@@ -446,6 +459,10 @@ async fn watch(
             child.wait().await
         }
     };
+    // The exit is reported after the output is drained, so a stopped job's logs are complete.
+    if let Some(p) = pumping {
+        let _ = tokio::time::timeout(REAP_TIMEOUT, p).await;
+    }
     let code = match status {
         Ok(s) => s.code().unwrap_or_else(|| -s.signal().unwrap_or(0)),
         Err(_) => i32::MIN,

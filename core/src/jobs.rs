@@ -1,0 +1,683 @@
+//! Multi-node jobs: submit a payload to a compute pool, follow it, read its logs.
+//!
+//! ```no_run
+//! use starling::jobs::{JobClient, JobOptions};
+//! # fn main() -> Result<(), starling::Error> {
+//! let client = JobClient::connect("127.0.0.1:7000")?;
+//! let job = client.submit_file("target/release/examples/distributed_training", "train",
+//!     JobOptions::new().target_instances(3))?;
+//! let status = job.wait(None)?;
+//! println!("{status}: {}", job.logs(0)?);
+//! # Ok(()) }
+//! ```
+//!
+//! The head runs the payload's entrypoint on instance 0 of the nodes it gives the job, with
+//! `STARLING_HEAD`, `STARLING_JOB_ID`, `STARLING_INSTANCE_ID` and `STARLING_NUM_INSTANCES` set;
+//! `starling::init()` there joins the job, whose tasks run only on its instances.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use starling_proto::pb;
+use starling_proto::NodeId;
+use tonic::transport::Channel;
+
+use crate::error::{Error, Result};
+
+/// The environment variable that names the head for clients and job payloads.
+pub const HEAD_ENV: &str = "STARLING_HEAD";
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    /// Waiting for its instances.
+    Pending,
+    /// The entrypoint runs.
+    Running,
+    /// Ended: the entrypoint exited with code 0.
+    Done,
+    /// Ended: it failed (see [`JobInfo::message`]).
+    Failed,
+    /// Cancelled; its processes are being stopped.
+    Cancelling,
+    /// Ended: cancelled, and none of its processes is left.
+    Cancelled,
+}
+
+impl JobStatus {
+    fn parse(s: &str) -> JobStatus {
+        match s {
+            "PENDING" => JobStatus::Pending,
+            "RUNNING" => JobStatus::Running,
+            "DONE" => JobStatus::Done,
+            "CANCELLING" => JobStatus::Cancelling,
+            "CANCELLED" => JobStatus::Cancelled,
+            _ => JobStatus::Failed,
+        }
+    }
+
+    /// Whether the job has ended.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Done | JobStatus::Failed | JobStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            JobStatus::Pending => "PENDING",
+            JobStatus::Running => "RUNNING",
+            JobStatus::Done => "DONE",
+            JobStatus::Failed => "FAILED",
+            JobStatus::Cancelling => "CANCELLING",
+            JobStatus::Cancelled => "CANCELLED",
+        })
+    }
+}
+
+/// How to run a job.
+#[derive(Clone, Debug)]
+pub struct JobOptions {
+    /// Arguments of the entrypoint.
+    pub args: Vec<String>,
+    /// Environment variables of the entrypoint.
+    pub env_vars: BTreeMap<String, String>,
+    /// Nodes the job wants (default 1).
+    pub target_instances: u32,
+    /// Nodes it can start with after a short wait (default: `target_instances`).
+    pub min_instances: Option<u32>,
+    /// How long it may wait for `min_instances` nodes (default 300 s).
+    pub instance_timeout: Duration,
+    /// A name to list it by (default `job-<id>`).
+    pub name: Option<String>,
+    pub(crate) input: Vec<u8>,
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        JobOptions {
+            args: Vec::new(),
+            env_vars: BTreeMap::new(),
+            target_instances: 1,
+            min_instances: None,
+            instance_timeout: Duration::from_secs(300),
+            name: None,
+            input: Vec::new(),
+        }
+    }
+}
+
+impl JobOptions {
+    /// One instance, no arguments.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the entrypoint's arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+    /// Adds an environment variable.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env_vars.insert(key.into(), value.into());
+        self
+    }
+    /// Sets `target_instances`.
+    pub fn target_instances(mut self, n: u32) -> Self {
+        self.target_instances = n;
+        self
+    }
+    /// Sets `min_instances`.
+    pub fn min_instances(mut self, n: u32) -> Self {
+        self.min_instances = Some(n);
+        self
+    }
+    /// Sets `instance_timeout`.
+    pub fn instance_timeout(mut self, t: Duration) -> Self {
+        self.instance_timeout = t;
+        self
+    }
+    /// Sets the name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Checks what can be checked before anything is uploaded.
+    fn check(&self) -> Result<()> {
+        if self.target_instances < 1 {
+            return Err(Error::JobRequest(
+                "target_instances must be at least 1".into(),
+            ));
+        }
+        if let Some(m) = self.min_instances {
+            if m < 1 || m > self.target_instances {
+                return Err(Error::JobRequest(format!(
+                    "min_instances must be in 1..={} (target_instances), not {m}",
+                    self.target_instances
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn spec(&self, pool: &str, payload: pb::Payload) -> pb::JobSpec {
+        pb::JobSpec {
+            name: self.name.clone().unwrap_or_default(),
+            pool: pool.to_string(),
+            payload: Some(payload),
+            args: self.args.clone(),
+            env: self.env_vars.clone().into_iter().collect(),
+            target_instances: self.target_instances,
+            min_instances: self.min_instances.unwrap_or(0),
+            instance_timeout_ms: self.instance_timeout.as_millis().max(1) as u64,
+            input: self.input.clone(),
+        }
+    }
+}
+
+/// A job as the head reports it.
+#[derive(Clone, Debug)]
+pub struct JobInfo {
+    /// Its id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Where it is.
+    pub status: JobStatus,
+    /// Why it is pending, or why it failed.
+    pub message: String,
+    /// Its pool.
+    pub pool: String,
+    /// Nodes it wants.
+    pub target_instances: u32,
+    /// Nodes it can start with.
+    pub min_instances: u32,
+    /// The entrypoint's exit code, once it exited (minus the signal that killed it).
+    pub exit_code: Option<i32>,
+    /// When it was submitted.
+    pub created: SystemTime,
+    /// When its entrypoint started.
+    pub started: Option<SystemTime>,
+    /// When it ended.
+    pub completed: Option<SystemTime>,
+    /// The nodes of its instances: instance `k` ran on `nodes[k]`.
+    pub nodes: Vec<NodeId>,
+}
+
+fn time(ms: u64) -> Option<SystemTime> {
+    (ms != 0).then(|| UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+impl From<&pb::JobInfo> for JobInfo {
+    fn from(i: &pb::JobInfo) -> Self {
+        let spec = i.spec.clone().unwrap_or_default();
+        JobInfo {
+            id: i.id,
+            name: spec.name,
+            status: JobStatus::parse(&i.status),
+            message: i.message.clone(),
+            pool: spec.pool,
+            target_instances: spec.target_instances,
+            min_instances: spec.min_instances,
+            exit_code: i.exit_code,
+            created: time(i.created_ms).unwrap_or(UNIX_EPOCH),
+            started: time(i.started_ms),
+            completed: time(i.completed_ms),
+            nodes: i.nodes.iter().map(|n| NodeId(*n)).collect(),
+        }
+    }
+}
+
+/// A compute pool's definition.
+#[derive(Clone, Debug, Default)]
+pub struct PoolOptions {
+    /// Its name.
+    pub name: String,
+    /// Nodes kept even when idle.
+    pub min_nodes: u32,
+    /// The most nodes it may have (0: no limit; nodes join by themselves).
+    pub max_nodes: u32,
+    /// CPUs of each node the head starts (0: the machine's).
+    pub num_cpus_per_node: u32,
+    /// Whether the head starts and stops its nodes (on the head's machine).
+    pub launched: bool,
+    /// How long a started node may stay idle before it is stopped (above `min_nodes`).
+    pub idle_timeout: Duration,
+}
+
+/// A compute pool as the head reports it.
+#[derive(Clone, Debug)]
+pub struct PoolInfo {
+    /// Its definition.
+    pub options: PoolOptions,
+    /// Its nodes now.
+    pub nodes: Vec<NodeId>,
+    /// How many of them run a job.
+    pub busy: u32,
+    /// Nodes started that have not joined yet.
+    pub starting: u32,
+}
+
+impl From<pb::PoolInfo> for PoolInfo {
+    fn from(p: pb::PoolInfo) -> Self {
+        let s = p.spec.unwrap_or_default();
+        PoolInfo {
+            options: PoolOptions {
+                name: s.name,
+                min_nodes: s.min_nodes,
+                max_nodes: s.max_nodes,
+                num_cpus_per_node: s.num_cpus_per_node,
+                launched: s.launched,
+                idle_timeout: Duration::from_millis(s.idle_timeout_ms),
+            },
+            nodes: p.nodes.into_iter().map(NodeId).collect(),
+            busy: p.busy,
+            starting: p.starting,
+        }
+    }
+}
+
+struct Inner {
+    addr: String,
+    rt: tokio::runtime::Runtime,
+    head: pb::head_client::HeadClient<Channel>,
+}
+
+/// A connection to a head for managing jobs and pools. Cheap to clone.
+#[derive(Clone)]
+pub struct JobClient {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for JobClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JobClient({})", self.inner.addr)
+    }
+}
+
+impl JobClient {
+    /// Connects to the head at `addr` (`host:port`).
+    pub fn connect(addr: &str) -> Result<JobClient> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Startup(format!("cannot start an I/O runtime: {e}")))?;
+        let uri = crate::cluster::head_uri(addr);
+        let channel = rt.block_on(crate::cluster::client::connect_channel(
+            &uri,
+            addr,
+            Duration::from_secs(10),
+        ))?;
+        let head = pb::head_client::HeadClient::new(channel)
+            .max_decoding_message_size(crate::cluster::client::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(crate::cluster::client::MAX_MESSAGE_BYTES);
+        Ok(JobClient {
+            inner: Arc::new(Inner {
+                addr: addr.to_string(),
+                rt,
+                head,
+            }),
+        })
+    }
+
+    /// Connects to the head named by `STARLING_HEAD`.
+    pub fn from_env() -> Result<JobClient> {
+        let addr = std::env::var(HEAD_ENV).map_err(|_| {
+            Error::JobRequest(format!("no head given: pass --head ADDR or set {HEAD_ENV}"))
+        })?;
+        JobClient::connect(&addr)
+    }
+
+    /// The head's address.
+    pub fn addr(&self) -> &str {
+        &self.inner.addr
+    }
+
+    fn call<T, F>(&self, f: impl FnOnce(pb::head_client::HeadClient<Channel>) -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let head = self.inner.head.clone();
+        self.inner
+            .rt
+            .block_on(f(head))
+            .map(|r| r.into_inner())
+            .map_err(|s| match s.code() {
+                tonic::Code::Unavailable => Error::HeadUnreachable {
+                    addr: self.inner.addr.clone(),
+                    why: s.message().to_string(),
+                },
+                _ => Error::JobRequest(s.message().to_string()),
+            })
+    }
+
+    /// Uploads `data` (content-addressed) and returns its id.
+    fn upload(&self, data: Vec<u8>) -> Result<String> {
+        let total = data.len() as u64;
+        let chunks: Vec<pb::Chunk> = data
+            .chunks(1 << 20)
+            .enumerate()
+            .map(|(i, c)| pb::Chunk {
+                data: c.to_vec(),
+                total: if i == 0 { total } else { 0 },
+            })
+            .collect();
+        let chunks = if chunks.is_empty() {
+            vec![pb::Chunk::default()]
+        } else {
+            chunks
+        };
+        self.call(|mut h| async move { h.put_binary(tokio_stream::iter(chunks)).await })
+            .map(|r| r.build)
+    }
+
+    fn submit(&self, spec: pb::JobSpec) -> Result<Job> {
+        let info = self.call(|mut h| async move { h.submit_job(spec).await })?;
+        Ok(Job {
+            id: info.id,
+            client: self.clone(),
+        })
+    }
+
+    /// Submits the executable at `path`: it runs on instance 0 with `options.args`.
+    pub fn submit_file(
+        &self,
+        path: impl AsRef<Path>,
+        pool: &str,
+        options: JobOptions,
+    ) -> Result<Job> {
+        use std::os::unix::fs::PermissionsExt;
+        options.check()?;
+        let path = path.as_ref();
+        let meta = std::fs::metadata(path)
+            .map_err(|e| Error::JobRequest(format!("cannot read {}: {e}", path.display())))?;
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(Error::JobRequest(format!(
+                "{} is not an executable file",
+                path.display()
+            )));
+        }
+        let data = std::fs::read(path)
+            .map_err(|e| Error::JobRequest(format!("cannot read {}: {e}", path.display())))?;
+        let id = self.upload(data)?;
+        let payload = pb::Payload {
+            kind: Some(pb::payload::Kind::Binary(id)),
+            entrypoint: String::new(),
+        };
+        self.submit(options.spec(pool, payload))
+    }
+
+    /// Submits the directory `dir`: it is copied to instance 0, where `entrypoint` (a path
+    /// inside it) runs from its root.
+    pub fn submit_directory(
+        &self,
+        dir: impl AsRef<Path>,
+        pool: &str,
+        entrypoint: &str,
+        options: JobOptions,
+    ) -> Result<Job> {
+        options.check()?;
+        let dir = dir.as_ref();
+        let mut files = Vec::new();
+        collect_files(dir, dir, &mut files)?;
+        let want = entrypoint.trim_start_matches("./");
+        match files.iter().find(|f| f.path == want) {
+            None => {
+                return Err(Error::JobRequest(format!(
+                    "entrypoint `{entrypoint}` is not a file in {}",
+                    dir.display()
+                )))
+            }
+            Some(f) if f.mode & 0o111 == 0 => {
+                return Err(Error::JobRequest(format!(
+                    "entrypoint `{entrypoint}` is not executable (chmod +x it)"
+                )))
+            }
+            Some(_) => {}
+        }
+        use prost::Message;
+        let archive = pb::DirArchive { files }.encode_to_vec();
+        let id = self.upload(archive)?;
+        let payload = pb::Payload {
+            kind: Some(pb::payload::Kind::Directory(id)),
+            entrypoint: want.to_string(),
+        };
+        self.submit(options.spec(pool, payload))
+    }
+
+    /// Submits this very executable, which runs the `#[starling::job]` function `function`
+    /// with `input` (used by the macro).
+    #[doc(hidden)]
+    pub fn submit_function(
+        &self,
+        function: &str,
+        input: Vec<u8>,
+        pool: &str,
+        mut options: JobOptions,
+    ) -> Result<Job> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::JobRequest(format!("cannot find this executable: {e}")))?;
+        options.input = input;
+        options = options.env(JOB_FUNCTION_ENV, function);
+        if options.name.is_none() {
+            options.name = Some(function.rsplit("::").next().unwrap_or(function).to_string());
+        }
+        self.submit_file(exe, pool, options)
+    }
+
+    /// Every job, oldest first.
+    pub fn list_jobs(&self) -> Result<Vec<JobInfo>> {
+        self.call(|mut h| async move { h.list_jobs(pb::Empty {}).await })
+            .map(|l| l.jobs.iter().map(JobInfo::from).collect())
+    }
+
+    /// The job with this id.
+    pub fn get_job(&self, id: u64) -> Result<Job> {
+        self.call(|mut h| async move { h.get_job(pb::JobRef { id }).await })?;
+        Ok(Job {
+            id,
+            client: self.clone(),
+        })
+    }
+
+    /// Removes an ended job and its logs.
+    pub fn delete_job(&self, id: u64) -> Result<()> {
+        self.call(|mut h| async move { h.delete_job(pb::JobRef { id }).await })
+            .map(|_| ())
+    }
+
+    /// Creates (or resizes) a pool.
+    pub fn create_pool(&self, options: &PoolOptions) -> Result<PoolInfo> {
+        let spec = pb::PoolSpec {
+            name: options.name.clone(),
+            min_nodes: options.min_nodes,
+            max_nodes: options.max_nodes,
+            num_cpus_per_node: options.num_cpus_per_node,
+            launched: options.launched,
+            idle_timeout_ms: options.idle_timeout.as_millis() as u64,
+        };
+        self.call(|mut h| async move { h.create_pool(spec).await })
+            .map(PoolInfo::from)
+    }
+
+    /// Every pool.
+    pub fn list_pools(&self) -> Result<Vec<PoolInfo>> {
+        self.call(|mut h| async move { h.list_pools(pb::Empty {}).await })
+            .map(|l| l.pools.into_iter().map(PoolInfo::from).collect())
+    }
+
+    /// One pool.
+    pub fn describe_pool(&self, name: &str) -> Result<PoolInfo> {
+        let name = name.to_string();
+        self.call(|mut h| async move { h.describe_pool(pb::PoolRef { name }).await })
+            .map(PoolInfo::from)
+    }
+
+    /// Deletes a pool that runs no job (its started nodes are stopped).
+    pub fn delete_pool(&self, name: &str) -> Result<()> {
+        let name = name.to_string();
+        self.call(|mut h| async move { h.delete_pool(pb::PoolRef { name }).await })
+            .map(|_| ())
+    }
+}
+
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<pb::DirFile>) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |p: &Path, e: std::io::Error| Error::JobRequest(format!("{}: {e}", p.display()));
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .flatten()
+        .collect();
+    entries.sort_by_key(|e| e.path());
+    for e in entries {
+        let path = e.path();
+        let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
+        if meta.is_dir() {
+            collect_files(root, &path, out)?;
+        } else if meta.is_file() {
+            let rel = path
+                .strip_prefix(root)
+                .map_err(|_| Error::JobRequest(format!("{} is outside", path.display())))?;
+            out.push(pb::DirFile {
+                path: rel.to_string_lossy().into_owned(),
+                mode: meta.permissions().mode(),
+                data: std::fs::read(&path).map_err(|e| io(&path, e))?,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A submitted job.
+#[derive(Clone, Debug)]
+pub struct Job {
+    id: u64,
+    client: JobClient,
+}
+
+impl Job {
+    /// Its id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn raw(&self) -> Result<pb::JobInfo> {
+        let id = self.id;
+        self.client
+            .call(|mut h| async move { h.get_job(pb::JobRef { id }).await })
+    }
+
+    /// Where it is now.
+    pub fn info(&self) -> Result<JobInfo> {
+        self.raw().map(|i| JobInfo::from(&i))
+    }
+
+    /// Its state now.
+    pub fn status(&self) -> Result<JobStatus> {
+        self.info().map(|i| i.status)
+    }
+
+    /// Waits until it ends (or `timeout` passes: [`Error::Timeout`]) and returns its final
+    /// state; a FAILED job is not an error here.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<JobStatus> {
+        self.wait_with(timeout, |_| {}).map(|i| i.status)
+    }
+
+    /// Like [`wait`](Self::wait), calling `progress` whenever the job's state or message
+    /// changes (the CLI prints it).
+    pub fn wait_with(
+        &self,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(&JobInfo),
+    ) -> Result<JobInfo> {
+        let start = Instant::now();
+        let mut last: Option<(JobStatus, String)> = None;
+        loop {
+            let info = self.info()?;
+            let now = (info.status, info.message.clone());
+            if last.as_ref() != Some(&now) {
+                progress(&info);
+                last = Some(now);
+            }
+            if info.status.is_final() {
+                return Ok(info);
+            }
+            if let Some(t) = timeout {
+                if start.elapsed() >= t {
+                    return Err(Error::Timeout { waited: t });
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The value of a `#[starling::job]` function: waits until the job ends; its error (type,
+    /// message, backtrace) if it failed.
+    pub fn result<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        self.wait(None)?;
+        let raw = self.raw()?;
+        let info = JobInfo::from(&raw);
+        if info.status == JobStatus::Done && !raw.result.is_empty() {
+            return crate::codec::decode::<T>(&raw.result);
+        }
+        let message = if info.status == JobStatus::Done {
+            "it reported no value (is its entrypoint a #[starling::job] function?)".to_string()
+        } else {
+            info.message
+        };
+        Err(Error::JobFailed {
+            job: self.id,
+            status: info.status.to_string(),
+            message,
+            cause: raw.error.map(|e| Box::new(e.into())),
+        })
+    }
+
+    /// The log of `instance` (0: the entrypoint's), as far as it is written now.
+    pub fn logs(&self, instance: u32) -> Result<String> {
+        let mut all = Vec::new();
+        let mut offset = 0;
+        loop {
+            let (data, next, _) = self.logs_from(instance, offset)?;
+            if data.is_empty() {
+                break;
+            }
+            all.extend_from_slice(&data);
+            offset = next;
+        }
+        Ok(String::from_utf8_lossy(&all).into_owned())
+    }
+
+    /// Log bytes of `instance` from `offset` on: the bytes, the next offset, and whether the job
+    /// has ended (nothing more will come once they are read).
+    pub fn logs_from(&self, instance: u32, offset: u64) -> Result<(Vec<u8>, u64, bool)> {
+        let job = self.id;
+        let c = self.client.call(|mut h| async move {
+            h.job_logs(pb::LogRequest {
+                job,
+                instance,
+                offset,
+            })
+            .await
+        })?;
+        Ok((c.data, c.offset, c.ended))
+    }
+
+    /// Cancels it: every process of it on every instance is stopped.
+    pub fn cancel(&self) -> Result<JobStatus> {
+        let id = self.id;
+        self.client
+            .call(|mut h| async move { h.cancel_job(pb::JobRef { id }).await })
+            .map(|i| JobStatus::parse(&i.status))
+    }
+}
+
+/// Set on a `#[starling::job]` payload: the function to run instead of `main`.
+pub(crate) const JOB_FUNCTION_ENV: &str = "STARLING_JOB_FUNCTION";

@@ -1,0 +1,953 @@
+//! Multi-node jobs and compute pools, as the head runs them.
+//!
+//! A compute pool is a named set of nodes (`starling worker --pool NAME`, or started by the
+//! head's [`Launcher`]). A job submitted to a pool waits (PENDING) until enough of the pool's
+//! nodes are free, is given whole nodes (gang allocation: all at once, never one by one), and
+//! runs its entrypoint on instance 0; its tasks run only on its nodes. When the entrypoint
+//! exits, every instance is told to stop the job's processes and the job ends once each has
+//! reported back, so no instance outlives its job. The nodes then return to the pool.
+//!
+//! ```text
+//! PENDING --(nodes given)--> RUNNING --(entrypoint exits, all instances stopped)--> DONE | FAILED
+//!    |                          |
+//!    +--(cancel)--> CANCELLED   +--(cancel)--> CANCELLING --(all stopped)--> CANCELLED
+//!    +--(instance_timeout)--> FAILED "Timed out after Ns waiting for M instances, only K available"
+//! ```
+//!
+//! # Invariants
+//! - A node is given to at most one job at a time (`node_job`), and the scheduler knows it
+//!   (`NodeUse::Job`), so no other job's task runs there.
+//! - Every change of a job is written to `data_dir/jobs/<id>/job.pb` before it is visible to
+//!   clients; instance logs are appended to `instance-<k>.log` beside it. A head that restarts
+//!   lists finished jobs with their logs; jobs it found unfinished are marked FAILED.
+//! - Everything here runs under the head's lock and does no blocking I/O except small file
+//!   writes of the job table; processes are started and stopped by the caller, after the lock.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prost::Message;
+use starling_proto::pb::{self, head_to_node_op, job_result};
+use starling_proto::{JobId, NodeId};
+use tonic::Status;
+
+use super::state::Outbox;
+use crate::core::NodeUse;
+use crate::{reactor, Core};
+
+/// Job states, as clients see them.
+pub mod status {
+    /// Waiting for nodes.
+    pub const PENDING: &str = "PENDING";
+    /// The entrypoint runs.
+    pub const RUNNING: &str = "RUNNING";
+    /// The entrypoint exited with code 0 and every instance stopped.
+    pub const DONE: &str = "DONE";
+    /// The entrypoint failed, could not start, or the job could not get its instances.
+    pub const FAILED: &str = "FAILED";
+    /// Cancelled; its instances are stopping.
+    pub const CANCELLING: &str = "CANCELLING";
+    /// Cancelled, and every process of it is gone.
+    pub const CANCELLED: &str = "CANCELLED";
+
+    /// Whether a job in state `s` has ended.
+    pub fn is_final(s: &str) -> bool {
+        matches!(s, DONE | FAILED | CANCELLED)
+    }
+}
+
+/// How long a job that has `min_instances` (but not `target_instances`) free nodes waits for
+/// more before it starts with what it has.
+pub const START_GRACE: Duration = Duration::from_secs(2);
+
+/// Default `instance_timeout`.
+pub const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a launched node may take to join before it no longer counts as starting.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Starts and stops node agents for the pools the head launches itself. The first
+/// implementation starts `starling worker` processes on the head's machine.
+pub trait Launcher: Send + Sync {
+    /// Starts one node agent that joins `pool` at the head `head`; returns its process id.
+    fn launch(&self, head: &str, pool: &pb::PoolSpec) -> Result<u32, String>;
+    /// Stops the node agent with process id `pid` (one this launcher started).
+    fn stop(&self, pid: u32);
+}
+
+/// What the caller does after the lock is released.
+#[derive(Debug, Default)]
+#[must_use = "launches and stops are lost unless performed"]
+pub(crate) struct PoolActions {
+    /// Start one node for each of these pools.
+    pub launch: Vec<pb::PoolSpec>,
+    /// Stop these launched node agents.
+    pub stop: Vec<u32>,
+}
+
+struct JobRec {
+    info: pb::JobInfo,
+    queued_at: Instant,
+    /// When the job first had `min_instances` free nodes (the grace wait starts).
+    min_since: Option<Instant>,
+    entry_exited: bool,
+    /// Instances that reported every process of the job gone.
+    stopped: HashSet<NodeId>,
+    stopping: bool,
+}
+
+struct PoolRec {
+    spec: pb::PoolSpec,
+    /// Launched agents that have not joined yet: pid and when they were started.
+    starting: Vec<(u32, Instant)>,
+    /// Launched agents that joined: node -> pid.
+    launched: HashMap<NodeId, u32>,
+    idle_since: HashMap<NodeId, Instant>,
+}
+
+/// The job table and the pools.
+pub(crate) struct Jobs {
+    dir: PathBuf,
+    pool_dir: PathBuf,
+    jobs: BTreeMap<u64, JobRec>,
+    pools: BTreeMap<String, PoolRec>,
+    /// Which job each allocated node serves.
+    node_job: HashMap<NodeId, u64>,
+    /// The pid of each node's agent (from its hello).
+    node_pid: HashMap<NodeId, u32>,
+    /// The head's address, given to entrypoints.
+    pub head_addr: String,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(tmp, path)
+}
+
+impl Jobs {
+    /// Loads the job table and pools kept under `data_dir`. Jobs that had not ended are marked
+    /// FAILED: their processes did not survive the head.
+    pub fn load(data_dir: &Path) -> std::io::Result<(Jobs, u64)> {
+        let dir = data_dir.join("jobs");
+        let pool_dir = data_dir.join("pools");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&pool_dir)?;
+        let mut jobs = Jobs {
+            dir,
+            pool_dir,
+            jobs: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            node_job: HashMap::new(),
+            node_pid: HashMap::new(),
+            head_addr: String::new(),
+        };
+        let mut max_id = 0;
+        for entry in std::fs::read_dir(&jobs.dir)?.flatten() {
+            let Ok(bytes) = std::fs::read(entry.path().join("job.pb")) else {
+                continue;
+            };
+            let Ok(mut info) = pb::JobInfo::decode(bytes.as_slice()) else {
+                continue;
+            };
+            max_id = max_id.max(info.id);
+            let mut changed = false;
+            if !status::is_final(&info.status) {
+                info.message = format!(
+                    "the head restarted while the job was {}; its processes were lost",
+                    info.status
+                );
+                info.status = status::FAILED.to_string();
+                info.completed_ms = now_ms();
+                changed = true;
+            }
+            let rec = JobRec {
+                info,
+                queued_at: Instant::now(),
+                min_since: None,
+                entry_exited: true,
+                stopped: HashSet::new(),
+                stopping: false,
+            };
+            let id = rec.info.id;
+            jobs.jobs.insert(id, rec);
+            if changed {
+                jobs.persist(id);
+            }
+        }
+        for entry in std::fs::read_dir(&jobs.pool_dir)?.flatten() {
+            let Ok(bytes) = std::fs::read(entry.path()) else {
+                continue;
+            };
+            if let Ok(spec) = pb::PoolSpec::decode(bytes.as_slice()) {
+                jobs.pools.insert(spec.name.clone(), PoolRec::new(spec));
+            }
+        }
+        Ok((jobs, max_id))
+    }
+
+    fn job_dir(&self, id: u64) -> PathBuf {
+        self.dir.join(id.to_string())
+    }
+
+    /// Where instance `instance`'s log of job `id` is kept.
+    pub fn log_path(&self, id: u64, instance: u32) -> PathBuf {
+        self.job_dir(id).join(format!("instance-{instance}.log"))
+    }
+
+    fn persist(&self, id: u64) {
+        let Some(rec) = self.jobs.get(&id) else {
+            return;
+        };
+        let dir = self.job_dir(id);
+        let _ = std::fs::create_dir_all(&dir);
+        // Losing the table is worse than a failed write; a failed write is retried on the
+        // job's next change.
+        let _ = write_atomic(&dir.join("job.pb"), &rec.info.encode_to_vec());
+    }
+
+    fn persist_pool(&self, name: &str) {
+        if let Some(p) = self.pools.get(name) {
+            let _ = write_atomic(
+                &self.pool_dir.join(format!("{}.pb", hex(name))),
+                &p.spec.encode_to_vec(),
+            );
+        }
+    }
+
+    /// A node joined: remember its agent's pid; a node of a named pool waits for a job.
+    pub fn on_node_added(&mut self, core: &mut Core, node: NodeId, pool: &str, pid: u32) {
+        self.node_pid.insert(node, pid);
+        if pool.is_empty() {
+            return;
+        }
+        reactor::on_node_use(core, node, NodeUse::Reserved);
+        let p = self
+            .pools
+            .entry(pool.to_string())
+            .or_insert_with(|| PoolRec::new(external_pool(pool)));
+        if let Some(i) = p.starting.iter().position(|(p, _)| *p == pid) {
+            p.starting.remove(i);
+            p.launched.insert(node, pid);
+        }
+        p.idle_since.insert(node, Instant::now());
+    }
+
+    /// A node left (or was declared dead).
+    pub fn on_node_lost(&mut self, out: &mut Outbox, core: &mut Core, node: NodeId) {
+        self.node_pid.remove(&node);
+        for p in self.pools.values_mut() {
+            p.launched.remove(&node);
+            p.idle_since.remove(&node);
+        }
+        let Some(id) = self.node_job.get(&node).copied() else {
+            return;
+        };
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        rec.stopped.insert(node);
+        if rec.info.nodes.first() == Some(&node.0) && !rec.entry_exited {
+            rec.entry_exited = true;
+            if rec.info.status != status::CANCELLING {
+                rec.info.message = format!("instance 0 (node {node}) was lost");
+                rec.info.status = status::FAILED.to_string();
+            }
+        }
+        self.stop_instances(out, id);
+        self.maybe_finish(out, core, id);
+    }
+
+    /// Validates and queues a job.
+    pub fn submit(
+        &mut self,
+        out: &Outbox,
+        id: u64,
+        mut spec: pb::JobSpec,
+        bin_dir: &Path,
+    ) -> Result<pb::JobInfo, Status> {
+        let refuse = |m: String| Err(Status::invalid_argument(m));
+        if spec.target_instances < 1 {
+            return refuse("target_instances must be at least 1".into());
+        }
+        if spec.min_instances == 0 {
+            spec.min_instances = spec.target_instances;
+        }
+        if spec.min_instances > spec.target_instances {
+            return refuse(format!(
+                "min_instances must be in 1..={} (target_instances), not {}",
+                spec.target_instances, spec.min_instances
+            ));
+        }
+        if spec.pool.is_empty() {
+            return refuse("a job needs a pool (the default pool is for drivers)".into());
+        }
+        let Some(pool) = self.pools.get(&spec.pool) else {
+            let known: Vec<&str> = self.pools.keys().map(String::as_str).collect();
+            return Err(Status::not_found(format!(
+                "unknown pool `{}` (pools: {})",
+                spec.pool,
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        if pool.spec.max_nodes > 0 && spec.min_instances > pool.spec.max_nodes {
+            return refuse(format!(
+                "min_instances {} exceeds the {} nodes pool `{}` can have (max_nodes)",
+                spec.min_instances, pool.spec.max_nodes, spec.pool
+            ));
+        }
+        let payload = spec.payload.clone().unwrap_or_default();
+        match &payload.kind {
+            Some(pb::payload::Kind::Binary(b)) => {
+                if !valid_id(b) || !bin_dir.join(b).is_file() {
+                    return refuse(format!("payload binary {b} was not uploaded"));
+                }
+            }
+            Some(pb::payload::Kind::Directory(d)) => {
+                if !valid_id(d) || !bin_dir.join(d).is_file() {
+                    return refuse(format!("payload directory {d} was not uploaded"));
+                }
+                check_entrypoint(&bin_dir.join(d), &payload.entrypoint)
+                    .map_err(Status::invalid_argument)?;
+            }
+            None => return refuse("a job needs a payload".into()),
+        }
+        if spec.instance_timeout_ms == 0 {
+            spec.instance_timeout_ms = DEFAULT_INSTANCE_TIMEOUT.as_millis() as u64;
+        }
+        if spec.name.is_empty() {
+            spec.name = format!("job-{id}");
+        }
+        let free = self.free_nodes(out, &spec.pool).len();
+        let info = pb::JobInfo {
+            id,
+            message: waiting(spec.target_instances, free),
+            spec: Some(spec),
+            status: status::PENDING.to_string(),
+            created_ms: now_ms(),
+            ..Default::default()
+        };
+        self.jobs.insert(
+            id,
+            JobRec {
+                info: info.clone(),
+                queued_at: Instant::now(),
+                min_since: None,
+                entry_exited: false,
+                stopped: HashSet::new(),
+                stopping: false,
+            },
+        );
+        self.persist(id);
+        Ok(info)
+    }
+
+    /// Alive, unallocated nodes of `pool`, in id order.
+    fn free_nodes(&self, out: &Outbox, pool: &str) -> Vec<NodeId> {
+        let mut v: Vec<NodeId> = out
+            .nodes
+            .iter()
+            .filter(|(id, n)| n.pool == pool && !self.node_job.contains_key(id))
+            .map(|(id, _)| *id)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Periodic work: give nodes to pending jobs, time out the ones that waited too long, and
+    /// size launched pools.
+    pub fn tick(&mut self, out: &mut Outbox, core: &mut Core) -> PoolActions {
+        let pending: Vec<u64> = self
+            .jobs
+            .iter()
+            .filter(|(_, r)| r.info.status == status::PENDING)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in pending {
+            self.try_start(out, core, id);
+        }
+        self.size_pools(out)
+    }
+
+    fn try_start(&mut self, out: &mut Outbox, core: &mut Core, id: u64) {
+        let spec = self.jobs[&id].info.spec.clone().unwrap_or_default();
+        let free = self.free_nodes(out, &spec.pool);
+        let (target, min) = (spec.target_instances as usize, spec.min_instances as usize);
+        let more_coming = self
+            .pools
+            .get(&spec.pool)
+            .is_some_and(|p| p.could_grow(out));
+        let rec = self.jobs.get_mut(&id).expect("pending job");
+        let take = if free.len() >= target {
+            Some(target)
+        } else if free.len() >= min {
+            // Start with fewer than the target once nothing more can come (the pool is at its
+            // size limit) or the grace wait is over.
+            let since = *rec.min_since.get_or_insert_with(Instant::now);
+            (!more_coming || since.elapsed() >= START_GRACE).then_some(free.len())
+        } else {
+            rec.min_since = None;
+            None
+        };
+        if let Some(n) = take {
+            let nodes: Vec<NodeId> = free.into_iter().take(n).collect();
+            self.start(out, core, id, nodes);
+            return;
+        }
+        let timeout = Duration::from_millis(spec.instance_timeout_ms);
+        if rec.queued_at.elapsed() >= timeout {
+            rec.info.status = status::FAILED.to_string();
+            rec.info.message = format!(
+                "Timed out after {}s waiting for {min} instances, only {} available",
+                fmt_secs(timeout),
+                free.len()
+            );
+            rec.info.completed_ms = now_ms();
+            self.persist(id);
+        } else {
+            let message = waiting(spec.target_instances, free.len());
+            if rec.info.message != message {
+                rec.info.message = message;
+                self.persist(id);
+            }
+        }
+    }
+
+    fn start(&mut self, out: &mut Outbox, core: &mut Core, id: u64, nodes: Vec<NodeId>) {
+        let job = JobId(id);
+        reactor::on_job_restricted(core, job, true);
+        for n in &nodes {
+            self.node_job.insert(*n, id);
+            reactor::on_node_use(core, *n, NodeUse::Job(job));
+            for p in self.pools.values_mut() {
+                p.idle_since.remove(n);
+            }
+        }
+        let head = self.head_addr.clone();
+        let rec = self.jobs.get_mut(&id).expect("job");
+        let spec = rec.info.spec.clone().unwrap_or_default();
+        rec.info.status = status::RUNNING.to_string();
+        rec.info.message = String::new();
+        rec.info.started_ms = now_ms();
+        rec.info.nodes = nodes.iter().map(|n| n.0).collect();
+        let num = nodes.len() as u32;
+        for (k, node) in nodes.iter().enumerate() {
+            let entrypoint = (k == 0).then(|| pb::Entrypoint {
+                payload: spec.payload.clone(),
+                args: spec.args.clone(),
+                env: spec.env.clone(),
+                head: head.clone(),
+                input: spec.input.clone(),
+            });
+            let op = pb::JobInstance {
+                job: id,
+                instance: k as u32,
+                num_instances: num,
+                entrypoint,
+            };
+            out.queue_node(*node, head_to_node_op::Kind::JobInstance(op));
+        }
+        self.persist(id);
+    }
+
+    /// The job `id` (a multi-node job) if `job` is one: the nodes it runs on.
+    pub fn nodes_of(&self, job: JobId) -> Option<Vec<NodeId>> {
+        let rec = self.jobs.get(&job.0)?;
+        Some(rec.info.nodes.iter().map(|n| NodeId(*n)).collect())
+    }
+
+    /// Whether `job` is a multi-node job that is running (its entrypoint may connect).
+    pub fn is_running(&self, job: JobId) -> bool {
+        self.jobs
+            .get(&job.0)
+            .is_some_and(|r| r.info.status == status::RUNNING)
+    }
+
+    /// The instance index of `node` in job `id`.
+    pub fn instance_of(&self, id: u64, node: NodeId) -> Option<u32> {
+        let rec = self.jobs.get(&id)?;
+        rec.info
+            .nodes
+            .iter()
+            .position(|n| *n == node.0)
+            .map(|i| i as u32)
+    }
+
+    /// The entrypoint of job `id` exited with `code` (or could not start: `error`).
+    pub fn on_entrypoint_exit(
+        &mut self,
+        out: &mut Outbox,
+        core: &mut Core,
+        id: u64,
+        code: i32,
+        error: &str,
+    ) {
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if rec.entry_exited {
+            return;
+        }
+        rec.entry_exited = true;
+        rec.info.exit_code = Some(code);
+        if rec.info.status == status::RUNNING {
+            if !error.is_empty() {
+                rec.info.status = status::FAILED.to_string();
+                rec.info.message = format!("the entrypoint could not start: {error}");
+            } else if code != 0 {
+                rec.info.status = status::FAILED.to_string();
+                if rec.info.message.is_empty() {
+                    rec.info.message = match &rec.info.error {
+                        Some(e) => format!("{}: {}", e.type_name, e.message),
+                        None if code < 0 => {
+                            format!("the entrypoint was killed by signal {}", -code)
+                        }
+                        None => format!("the entrypoint exited with code {code}"),
+                    };
+                }
+            }
+        }
+        self.persist(id);
+        self.stop_instances(out, id);
+        self.maybe_finish(out, core, id);
+    }
+
+    /// An instance reports every process of job `id` gone.
+    pub fn on_job_stopped(&mut self, out: &mut Outbox, core: &mut Core, id: u64, node: NodeId) {
+        if let Some(rec) = self.jobs.get_mut(&id) {
+            rec.stopped.insert(node);
+        }
+        self.maybe_finish(out, core, id);
+    }
+
+    fn stop_instances(&mut self, out: &mut Outbox, id: u64) {
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if rec.stopping {
+            return;
+        }
+        rec.stopping = true;
+        for n in &rec.info.nodes {
+            if !rec.stopped.contains(&NodeId(*n)) {
+                out.queue_node(NodeId(*n), head_to_node_op::Kind::StopJob(id));
+            }
+        }
+    }
+
+    /// Ends job `id` once its entrypoint has exited and every instance has stopped; its nodes
+    /// go back to the pool.
+    fn maybe_finish(&mut self, out: &mut Outbox, core: &mut Core, id: u64) {
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let all_stopped = rec
+            .info
+            .nodes
+            .iter()
+            .all(|n| rec.stopped.contains(&NodeId(*n)) || !out.nodes.contains_key(&NodeId(*n)));
+        if !rec.entry_exited || !all_stopped || status::is_final(&rec.info.status) {
+            return;
+        }
+        rec.info.status = match rec.info.status.as_str() {
+            status::CANCELLING => status::CANCELLED,
+            status::RUNNING => status::DONE,
+            _ => status::FAILED,
+        }
+        .to_string();
+        rec.info.completed_ms = now_ms();
+        let nodes: Vec<NodeId> = rec.info.nodes.iter().map(|n| NodeId(*n)).collect();
+        let job = JobId(id);
+        reactor::on_job_restricted(core, job, false);
+        out.jobs.remove(&job);
+        for n in nodes {
+            if self.node_job.get(&n) == Some(&id) {
+                self.node_job.remove(&n);
+                if out.nodes.contains_key(&n) {
+                    reactor::on_node_use(core, n, NodeUse::Reserved);
+                    for p in self.pools.values_mut() {
+                        if p.launched.contains_key(&n) || out.nodes[&n].pool == p.spec.name {
+                            p.idle_since.insert(n, Instant::now());
+                        }
+                    }
+                }
+            }
+        }
+        self.persist(id);
+    }
+
+    /// Cancels job `id`: a pending one at once, a running one once its instances stopped.
+    pub fn cancel(
+        &mut self,
+        out: &mut Outbox,
+        core: &mut Core,
+        id: u64,
+    ) -> Result<pb::JobInfo, Status> {
+        let rec = self.jobs.get_mut(&id).ok_or_else(|| unknown_job(id))?;
+        match rec.info.status.as_str() {
+            status::PENDING => {
+                rec.info.status = status::CANCELLED.to_string();
+                rec.info.message = "cancelled before it started".into();
+                rec.info.completed_ms = now_ms();
+                self.persist(id);
+            }
+            status::RUNNING => {
+                rec.info.status = status::CANCELLING.to_string();
+                rec.info.message = "cancelled".into();
+                self.persist(id);
+                self.stop_instances(out, id);
+                // The entrypoint's exit is reported with the stop; count it as exited now so a
+                // lost report cannot keep the job CANCELLING.
+                if let Some(rec) = self.jobs.get_mut(&id) {
+                    rec.entry_exited = true;
+                }
+                self.maybe_finish(out, core, id);
+            }
+            _ => {}
+        }
+        Ok(self.info(id).expect("exists"))
+    }
+
+    /// Removes a job that has ended, with its logs.
+    pub fn delete(&mut self, id: u64) -> Result<(), Status> {
+        let rec = self.jobs.get(&id).ok_or_else(|| unknown_job(id))?;
+        if !status::is_final(&rec.info.status) {
+            return Err(Status::failed_precondition(format!(
+                "job {id} is {}; cancel it first",
+                rec.info.status
+            )));
+        }
+        self.jobs.remove(&id);
+        let _ = std::fs::remove_dir_all(self.job_dir(id));
+        Ok(())
+    }
+
+    /// A #[starling::job] function's value or error.
+    pub fn set_result(&mut self, r: pb::JobResult) -> Result<(), Status> {
+        let id = r.job;
+        let rec = self.jobs.get_mut(&id).ok_or_else(|| unknown_job(id))?;
+        match r.kind {
+            Some(job_result::Kind::Value(v)) => {
+                let path = self.dir.join(id.to_string()).join("result.bin");
+                write_atomic(&path, &v).map_err(|e| Status::internal(e.to_string()))?;
+            }
+            Some(job_result::Kind::Error(e)) => {
+                rec.info.message = format!("{}: {}", e.type_name, e.message);
+                rec.info.error = Some(e);
+            }
+            None => {
+                return Err(Status::invalid_argument(
+                    "a job result needs a value or error",
+                ))
+            }
+        }
+        self.persist(id);
+        Ok(())
+    }
+
+    /// The stored value of a #[starling::job] function, if it reported one.
+    pub fn result_path(&self, id: u64) -> PathBuf {
+        self.job_dir(id).join("result.bin")
+    }
+
+    /// One job as clients see it.
+    pub fn info(&self, id: u64) -> Option<pb::JobInfo> {
+        self.jobs.get(&id).map(|r| r.info.clone())
+    }
+
+    /// Every job, oldest first.
+    pub fn list(&self) -> Vec<pb::JobInfo> {
+        self.jobs.values().map(|r| r.info.clone()).collect()
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Pools
+
+    /// Creates a pool (or updates its sizes).
+    pub fn create_pool(
+        &mut self,
+        out: &Outbox,
+        mut spec: pb::PoolSpec,
+        can_launch: bool,
+    ) -> Result<pb::PoolInfo, Status> {
+        let name = spec.name.trim().to_string();
+        if name.is_empty() || name.len() > 64 || name.contains(['/', '\0']) {
+            return Err(Status::invalid_argument(format!(
+                "`{name}` is not a pool name (1-64 characters, no `/`)"
+            )));
+        }
+        if spec.max_nodes > 0 && spec.min_nodes > spec.max_nodes {
+            return Err(Status::invalid_argument(format!(
+                "min_nodes {} exceeds max_nodes {}",
+                spec.min_nodes, spec.max_nodes
+            )));
+        }
+        if spec.launched && !can_launch {
+            return Err(Status::failed_precondition(
+                "this head cannot start nodes (no launcher); start it with `starling head`, or \
+                 let nodes join with `starling worker --pool NAME`",
+            ));
+        }
+        if spec.launched && spec.max_nodes == 0 {
+            return Err(Status::invalid_argument(
+                "a pool whose nodes the head starts needs max_nodes",
+            ));
+        }
+        spec.name = name.clone();
+        if spec.idle_timeout_ms == 0 {
+            spec.idle_timeout_ms = 60_000;
+        }
+        match self.pools.get_mut(&name) {
+            Some(p) => p.spec = spec,
+            None => {
+                self.pools.insert(name.clone(), PoolRec::new(spec));
+            }
+        }
+        self.persist_pool(&name);
+        Ok(self.pool_info(out, &name).expect("just created"))
+    }
+
+    /// Deletes a pool whose nodes run no job; its launched nodes are stopped.
+    pub fn delete_pool(&mut self, name: &str) -> Result<Vec<u32>, Status> {
+        let busy = self.jobs.values().any(|r| {
+            !status::is_final(&r.info.status)
+                && r.info.spec.as_ref().is_some_and(|s| s.pool == name)
+        });
+        if busy {
+            return Err(Status::failed_precondition(format!(
+                "pool `{name}` has jobs that have not ended"
+            )));
+        }
+        let p = self
+            .pools
+            .remove(name)
+            .ok_or_else(|| Status::not_found(format!("unknown pool `{name}`")))?;
+        let _ = std::fs::remove_file(self.pool_dir.join(format!("{}.pb", hex(name))));
+        Ok(p.launched
+            .values()
+            .copied()
+            .chain(p.starting.iter().map(|(pid, _)| *pid))
+            .collect())
+    }
+
+    pub fn pool_info(&self, out: &Outbox, name: &str) -> Option<pb::PoolInfo> {
+        let p = self.pools.get(name)?;
+        let mut nodes: Vec<u64> = out
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.pool == name)
+            .map(|(id, _)| id.0)
+            .collect();
+        nodes.sort();
+        let busy = nodes
+            .iter()
+            .filter(|n| self.node_job.contains_key(&NodeId(**n)))
+            .count() as u32;
+        Some(pb::PoolInfo {
+            spec: Some(p.spec.clone()),
+            nodes,
+            busy,
+            starting: p.starting.len() as u32,
+        })
+    }
+
+    pub fn pools(&self, out: &Outbox) -> Vec<pb::PoolInfo> {
+        self.pools
+            .keys()
+            .filter_map(|n| self.pool_info(out, n))
+            .collect()
+    }
+
+    /// Launched pools: start nodes that pending jobs (or `min_nodes`) need, stop idle ones above
+    /// `min_nodes`.
+    fn size_pools(&mut self, out: &Outbox) -> PoolActions {
+        let mut actions = PoolActions::default();
+        let mut demand: HashMap<&str, usize> = HashMap::new();
+        for r in self.jobs.values() {
+            let Some(spec) = &r.info.spec else { continue };
+            let n = match r.info.status.as_str() {
+                status::PENDING => spec.target_instances as usize,
+                status::RUNNING | status::CANCELLING => r.info.nodes.len(),
+                _ => 0,
+            };
+            *demand.entry(spec.pool.as_str()).or_default() += n;
+        }
+        for (name, p) in &mut self.pools {
+            if !p.spec.launched {
+                continue;
+            }
+            p.starting
+                .retain(|(_, since)| since.elapsed() < LAUNCH_TIMEOUT);
+            let joined = out.nodes.values().filter(|n| n.pool == *name).count();
+            let have = joined + p.starting.len();
+            let max = p.spec.max_nodes as usize;
+            let want = demand
+                .get(name.as_str())
+                .copied()
+                .unwrap_or(0)
+                .max(p.spec.min_nodes as usize)
+                .min(max);
+            for _ in have..want {
+                actions.launch.push(p.spec.clone());
+            }
+            if have > want {
+                let idle_timeout = Duration::from_millis(p.spec.idle_timeout_ms);
+                let mut extra = have - want;
+                let mut idle: Vec<(NodeId, Instant)> = p
+                    .idle_since
+                    .iter()
+                    .filter(|(n, since)| {
+                        p.launched.contains_key(n)
+                            && !self.node_job.contains_key(n)
+                            && since.elapsed() >= idle_timeout
+                    })
+                    .map(|(n, t)| (*n, *t))
+                    .collect();
+                idle.sort_by_key(|(_, t)| *t);
+                for (n, _) in idle {
+                    if extra == 0 {
+                        break;
+                    }
+                    if let Some(pid) = p.launched.remove(&n) {
+                        p.idle_since.remove(&n);
+                        actions.stop.push(pid);
+                        extra -= 1;
+                    }
+                }
+            }
+        }
+        actions
+    }
+
+    /// The launcher started `pid` for `pool`.
+    pub fn on_launched(&mut self, pool: &str, pid: u32) {
+        if let Some(p) = self.pools.get_mut(pool) {
+            // It may have joined already (its hello can beat this call).
+            if !p.launched.values().any(|x| *x == pid) {
+                p.starting.push((pid, Instant::now()));
+            }
+        }
+    }
+
+    /// Appends `data` to the log of `node`'s instance of job `id` (after the lock).
+    pub fn log_target(&self, id: u64, node: NodeId) -> Option<PathBuf> {
+        let k = self.instance_of(id, node)?;
+        Some(self.log_path(id, k))
+    }
+
+    /// Whether job `id` has ended (its logs are complete).
+    pub fn has_ended(&self, id: u64) -> Option<bool> {
+        self.jobs.get(&id).map(|r| status::is_final(&r.info.status))
+    }
+}
+
+impl PoolRec {
+    fn new(spec: pb::PoolSpec) -> Self {
+        PoolRec {
+            spec,
+            starting: Vec::new(),
+            launched: HashMap::new(),
+            idle_since: HashMap::new(),
+        }
+    }
+}
+
+impl PoolRec {
+    /// Whether more nodes may still join: launched pools below `max_nodes` or with nodes
+    /// starting, and pools of self-joining nodes (whose size nobody knows).
+    fn could_grow(&self, out: &Outbox) -> bool {
+        if !self.spec.launched {
+            return self.spec.max_nodes == 0
+                || out
+                    .nodes
+                    .values()
+                    .filter(|n| n.pool == self.spec.name)
+                    .count()
+                    < self.spec.max_nodes as usize;
+        }
+        let size = out
+            .nodes
+            .values()
+            .filter(|n| n.pool == self.spec.name)
+            .count();
+        !self.starting.is_empty() || size < self.spec.max_nodes as usize
+    }
+}
+
+/// A pool nobody created: nodes joined it by name. It has no size limit.
+fn external_pool(name: &str) -> pb::PoolSpec {
+    pb::PoolSpec {
+        name: name.to_string(),
+        idle_timeout_ms: 60_000,
+        ..Default::default()
+    }
+}
+
+fn waiting(target: u32, free: usize) -> String {
+    format!("waiting for {target} instances, {free} available")
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s:.1}")
+    }
+}
+
+fn unknown_job(id: u64) -> Status {
+    Status::not_found(format!("unknown job {id}"))
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Refuses a directory payload whose entrypoint is missing or not executable.
+fn check_entrypoint(archive: &Path, entrypoint: &str) -> Result<(), String> {
+    if entrypoint.is_empty() {
+        return Err("a directory payload needs an entrypoint".into());
+    }
+    let bytes = std::fs::read(archive).map_err(|e| format!("cannot read the payload: {e}"))?;
+    let dir = pb::DirArchive::decode(bytes.as_slice())
+        .map_err(|_| "the payload directory is not a valid archive".to_string())?;
+    let want = entrypoint.trim_start_matches("./");
+    match dir.files.iter().find(|f| f.path == want) {
+        None => Err(format!("entrypoint `{entrypoint}` is not in the directory")),
+        Some(f) if f.mode & 0o111 == 0 => {
+            Err(format!("entrypoint `{entrypoint}` is not executable"))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Appends log bytes; best effort (a full disk must not stop the head).
+pub(crate) fn append_log(path: &Path, data: &[u8]) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(data);
+    }
+}
