@@ -208,6 +208,298 @@ fn a_worker_exits_with_an_error_when_the_head_dies() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Multi-node jobs
+
+#[test]
+fn a_job_runs_on_three_instances_of_a_launched_pool() {
+    let c = Cluster::start("job3", 0);
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "train",
+        "--max-nodes",
+        "3",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    let bin = examples_dir().join("distributed_training");
+    let (status, stdout, stderr) = c.cli(&[
+        "job",
+        "submit",
+        "--pool",
+        "train",
+        "--target-instances",
+        "3",
+        "--wait",
+        bin.to_str().expect("utf-8 path"),
+    ]);
+    c.check(
+        status.success(),
+        &format!("submit --wait failed: {stdout}{stderr}"),
+    );
+    let id = stdout.lines().next().unwrap_or_default().trim().to_string();
+    c.check(
+        id.parse::<u64>().is_ok(),
+        &format!("the first stdout line is not a job id: {stdout:?}"),
+    );
+    // Progress went to stderr, in order.
+    let p = stderr
+        .find("PENDING")
+        .zip(stderr.find("RUNNING"))
+        .zip(stderr.find("DONE"));
+    c.check(
+        matches!(p, Some(((a, b), d)) if a < b && b < d),
+        &format!("progress should show PENDING, RUNNING, DONE in order:\n{stderr}"),
+    );
+    let head_log = c.cli_ok(&["job", "logs", &id]);
+    c.check(
+        head_log.contains("instances=3") && head_log.contains("training on 3 node(s)"),
+        &format!("instance 0's log lacks the result:\n{head_log}"),
+    );
+    let err: f64 = head_log
+        .lines()
+        .find_map(|l| l.split_once("max_weight_error=").map(|(_, v)| v.trim()))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::MAX);
+    c.check(err < 0.01, &format!("the model did not converge: {err}"));
+    // Each instance's log shows the tasks that ran there, tagged with their task ids.
+    for k in 0..3 {
+        let log = c.cli_ok(&["job", "logs", &id, "--instance", &k.to_string()]);
+        c.check(
+            log.lines()
+                .any(|l| l.starts_with("[T") && l.contains(&format!("shard {k} on node"))),
+            &format!("instance {k}'s log shows no task of shard {k}:\n{log}"),
+        );
+    }
+    let status = c.cli_ok(&["job", "status", &id]);
+    c.check(
+        status.contains("DONE") && status.contains("exit code: 0"),
+        &format!("unexpected status:\n{status}"),
+    );
+    let (st, _, err) = c.cli(&["job", "logs", &id, "--instance", "3"]);
+    c.check(
+        !st.success() && err.contains("3 instance(s)"),
+        &format!("a log of a missing instance should be refused: {err}"),
+    );
+}
+
+#[test]
+fn jobs_start_with_min_instances_and_bad_ones_are_refused() {
+    let mut c = Cluster::start("jobmin", 0);
+    let payload = c.script_payload(
+        "hello",
+        "echo \"instance $STARLING_INSTANCE_ID of $STARLING_NUM_INSTANCES: $1\"",
+    );
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "two",
+        "--max-nodes",
+        "2",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    // Only 2 nodes can be had: the job starts with 2.
+    let out = c.cli_ok(&[
+        "job",
+        "submit",
+        "--pool",
+        "two",
+        "--target-instances",
+        "3",
+        "--min-instances",
+        "2",
+        "--entrypoint",
+        "run.sh",
+        "--wait",
+        &payload,
+        "--",
+        "hi",
+    ]);
+    let id = out.lines().next().unwrap_or_default().trim().to_string();
+    let log = c.cli_ok(&["job", "logs", &id]);
+    c.check(
+        log.contains("instance 0 of 2: hi"),
+        &format!("unexpected log:\n{log}"),
+    );
+    // Refused at submit.
+    for (args, says) in [
+        (
+            vec!["--target-instances", "3", "--min-instances", "3"],
+            "exceeds the 2 nodes",
+        ),
+        (
+            vec!["--target-instances", "2", "--min-instances", "3"],
+            "min_instances must be in 1..=2",
+        ),
+        (
+            vec!["--target-instances", "0"],
+            "target_instances must be at least 1",
+        ),
+    ] {
+        let mut cmd = vec!["job", "submit", "--pool", "two", "--entrypoint", "run.sh"];
+        cmd.extend(args);
+        cmd.push(&payload);
+        let (st, stdout, stderr) = c.cli(&cmd);
+        c.check(
+            !st.success() && stdout.is_empty() && stderr.contains(says),
+            &format!("{cmd:?} should be refused with `{says}`: {stdout}{stderr}"),
+        );
+    }
+    let (st, _, stderr) = c.cli(&[
+        "job",
+        "submit",
+        "--pool",
+        "nope",
+        "--entrypoint",
+        "run.sh",
+        &payload,
+    ]);
+    c.check(
+        !st.success() && stderr.contains("unknown pool `nope`"),
+        &stderr,
+    );
+    let (st, _, stderr) = c.cli(&[
+        "job",
+        "submit",
+        "--pool",
+        "two",
+        "--entrypoint",
+        "missing.sh",
+        &payload,
+    ]);
+    c.check(
+        !st.success() && stderr.contains("`missing.sh` is not a file"),
+        &stderr,
+    );
+    // A pool that never gets a node: the job fails with the timeout message.
+    c.cli_ok(&["pool", "create", "empty", "--external"]);
+    let (st, stdout, stderr) = c.cli(&[
+        "job",
+        "submit",
+        "--pool",
+        "empty",
+        "--instance-timeout",
+        "2",
+        "--entrypoint",
+        "run.sh",
+        "--wait",
+        &payload,
+    ]);
+    c.check(
+        !st.success()
+            && stdout.contains("FAILED")
+            && stderr.contains("Timed out after 2s waiting for 1 instances, only 0 available"),
+        &format!("expected the timeout failure: {stdout}{stderr}"),
+    );
+    // After a head restart, finished jobs and their logs are still there.
+    c.restart_head();
+    let list = c.cli_ok(&["job", "list"]);
+    c.check(
+        list.lines()
+            .any(|l| l.starts_with(&format!("{id} ")) && l.contains("DONE")),
+        &format!("the restarted head does not list job {id} as DONE:\n{list}"),
+    );
+    let log = c.cli_ok(&["job", "logs", &id]);
+    c.check(
+        log.contains("instance 0 of 2: hi"),
+        &format!("logs lost in the restart:\n{log}"),
+    );
+}
+
+#[test]
+fn cancelled_jobs_leave_no_process_and_failures_are_reported() {
+    let c = Cluster::start("jobcancel", 0);
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "p",
+        "--max-nodes",
+        "2",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    let mark = format!("starling-test-mark-{}", std::process::id());
+    let payload = c.script_payload(
+        "sleepy",
+        "sh -c \"sleep 300; echo $1\" &\necho started\nsleep 300",
+    );
+    let out = c.cli_ok(&[
+        "job",
+        "submit",
+        "--pool",
+        "p",
+        "--target-instances",
+        "2",
+        "--entrypoint",
+        "run.sh",
+        &payload,
+        "--",
+        &mark,
+    ]);
+    let id = out.lines().next().unwrap_or_default().trim().to_string();
+    let deadline = Instant::now() + PAYLOAD;
+    while !c.cli_ok(&["job", "logs", &id]).contains("started") || marked(&mark) < 2 {
+        c.check(Instant::now() < deadline, "the payload did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = c.cli_ok(&["job", "cancel", &id]);
+    c.check(out.contains("CANCEL"), &out);
+    let (st, stdout, _) = c.cli(&["job", "wait", &id, "--timeout", "60"]);
+    c.check(
+        !st.success() && stdout.contains("CANCELLED"),
+        &format!("the job did not end CANCELLED: {stdout}"),
+    );
+    c.check(
+        marked(&mark) == 0,
+        "processes of the cancelled job are still running",
+    );
+
+    let failing = c.script_payload("failing", "echo about to fail >&2\nexit 3");
+    let (st, stdout, stderr) = c.cli(&[
+        "job",
+        "submit",
+        "--pool",
+        "p",
+        "--entrypoint",
+        "run.sh",
+        "--wait",
+        &failing,
+    ]);
+    c.check(
+        !st.success()
+            && stdout.contains("FAILED")
+            && stderr.contains("the entrypoint exited with code 3"),
+        &format!("expected FAILED with the exit code: {stdout}{stderr}"),
+    );
+    let id = stdout.lines().next().unwrap_or_default().trim().to_string();
+    let log = c.cli_ok(&["job", "logs", &id]);
+    c.check(
+        log.contains("err|about to fail"),
+        &format!("stderr not in the log:\n{log}"),
+    );
+}
+
+/// How many processes have `mark` in their command line.
+fn marked(mark: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(mark))
+                && !is_zombie(
+                    e.file_name()
+                        .to_str()
+                        .and_then(|p| p.parse().ok())
+                        .unwrap_or(0),
+                )
+        })
+        .count()
+}
+
+// ---------------------------------------------------------------------------------------------
 // The harness
 
 /// One process of the cluster.
@@ -399,6 +691,64 @@ impl Cluster {
             name: example.to_string(),
             values,
         }
+    }
+
+    /// Runs `starling <args> --head <head>`: status, stdout, stderr.
+    fn cli(&self, args: &[&str]) -> (ExitStatus, String, String) {
+        // `--head` right after `job`/`pool`: anything after `--` belongs to the payload.
+        output_within(
+            Command::new(STARLING)
+                .args(&args[..1])
+                .args(["--head", &self.head])
+                .args(&args[1..]),
+            PAYLOAD,
+        )
+        .unwrap_or_else(|e| self.fail(&format!("starling {args:?}: {e}")))
+    }
+
+    /// Like [`cli`](Self::cli), failing unless it succeeds; returns stdout.
+    #[track_caller]
+    fn cli_ok(&self, args: &[&str]) -> String {
+        let (status, stdout, stderr) = self.cli(args);
+        if !status.success() {
+            self.fail(&format!("starling {args:?} failed: {stdout}{stderr}"));
+        }
+        stdout
+    }
+
+    /// A directory payload whose `run.sh` runs `body` (sh); returns the directory.
+    fn script_payload(&self, name: &str, body: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.dir.join(format!("payload-{name}"));
+        std::fs::create_dir_all(&dir).expect("create a payload directory");
+        let script = dir.join("run.sh");
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).expect("write the script");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the script");
+        dir.to_string_lossy().into_owned()
+    }
+
+    /// Stops the head (SIGTERM) and starts a new one on the same data directory.
+    fn restart_head(&mut self) {
+        signal(&self.procs[0].child, "TERM");
+        if wait_within(&mut self.procs[0].child, GRACE).is_none() {
+            self.fail("the head did not stop on SIGTERM");
+        }
+        let old = self.procs.remove(0);
+        let head_out = self.dir.join("head2.stdout");
+        let data_dir = self.dir.join("head-data");
+        self.spawn(
+            "head2",
+            Command::new(STARLING)
+                .args(["head", "--port", "0", "--data-dir"])
+                .arg(&data_dir),
+            Some(&head_out),
+        );
+        // The new head goes first, as the harness expects.
+        let new = self.procs.pop().expect("just spawned");
+        self.procs.insert(0, new);
+        drop(old);
+        self.head = self.read_head_address(&head_out);
     }
 
     /// Fails unless every process of the cluster is still running (nothing crashed).

@@ -99,7 +99,7 @@ async fn bad_clients_are_refused_and_good_ones_still_served() {
         assert!(matches!(ok.ops[0].kind, Some(head_op::Kind::Welcome(_))));
         let status = client(addr)
             .await
-            .status(pb::StatusRequest {})
+            .status(pb::StatusRequest { job: 0 })
             .await
             .unwrap()
             .into_inner();

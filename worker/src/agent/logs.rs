@@ -402,7 +402,7 @@ mod tests {
             task_marker(Some(TaskId(1))),
             task_marker(None)
         );
-        pump(out.as_bytes(), &b"warn"[..], Some(file)).await;
+        pump(out.as_bytes(), &b"warn"[..], Some(file), None).await;
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let mut lines: Vec<&str> = text.lines().collect();
