@@ -360,20 +360,7 @@ impl JobClient {
 
     /// Uploads `data` (content-addressed) and returns its id.
     fn upload(&self, data: Vec<u8>) -> Result<String> {
-        let total = data.len() as u64;
-        let chunks: Vec<pb::Chunk> = data
-            .chunks(1 << 20)
-            .enumerate()
-            .map(|(i, c)| pb::Chunk {
-                data: c.to_vec(),
-                total: if i == 0 { total } else { 0 },
-            })
-            .collect();
-        let chunks = if chunks.is_empty() {
-            vec![pb::Chunk::default()]
-        } else {
-            chunks
-        };
+        let chunks = crate::cluster::client::upload_chunks(&data);
         self.call(|mut h| async move { h.put_binary(tokio_stream::iter(chunks)).await })
             .map(|r| r.build)
     }

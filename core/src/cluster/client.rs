@@ -637,22 +637,29 @@ async fn upload_binary(addr: &str, timeout: Duration) -> Result<String> {
     let channel = connect_channel(&uri, addr, timeout).await?;
     let mut head =
         pb::head_client::HeadClient::new(channel).max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let chunks: Vec<pb::Chunk> = data
-        .chunks(1 << 20)
-        .enumerate()
-        .map(|(i, c)| pb::Chunk {
-            data: c.to_vec(),
-            total: if i == 0 { data.len() as u64 } else { 0 },
-        })
-        .collect();
     let reply = head
-        .put_binary(tokio_stream::iter(chunks))
+        .put_binary(tokio_stream::iter(upload_chunks(&data)))
         .await
         .map_err(|s| Error::Refused {
             addr: addr.to_string(),
             message: s.message().to_string(),
         })?;
     Ok(reply.into_inner().build)
+}
+
+/// `data` as the chunks of a `PutBinary` upload: 1 MiB each, the total size in the first (one
+/// empty chunk for empty data).
+pub(crate) fn upload_chunks(data: &[u8]) -> Vec<pb::Chunk> {
+    if data.is_empty() {
+        return vec![pb::Chunk::default()];
+    }
+    data.chunks(1 << 20)
+        .enumerate()
+        .map(|(i, c)| pb::Chunk {
+            data: c.to_vec(),
+            total: if i == 0 { data.len() as u64 } else { 0 },
+        })
+        .collect()
 }
 
 /// Handles what the head pushes until the session ends.

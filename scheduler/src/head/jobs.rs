@@ -431,7 +431,7 @@ impl Jobs {
         for n in &nodes {
             self.node_job.insert(*n, id);
             reactor::on_node_use(core, *n, NodeUse::Job(job));
-            for p in self.pools.values_mut() {
+            if let Some(p) = out.nodes.get(n).and_then(|c| self.pools.get_mut(&c.pool)) {
                 p.idle_since.remove(n);
             }
         }
@@ -575,12 +575,10 @@ impl Jobs {
         for n in nodes {
             if self.node_job.get(&n) == Some(&id) {
                 self.node_job.remove(&n);
-                if out.nodes.contains_key(&n) {
+                if let Some(conn) = out.nodes.get(&n) {
                     reactor::on_node_use(core, n, NodeUse::Reserved);
-                    for p in self.pools.values_mut() {
-                        if p.launched.contains_key(&n) || out.nodes[&n].pool == p.spec.name {
-                            p.idle_since.insert(n, Instant::now());
-                        }
+                    if let Some(p) = self.pools.get_mut(&conn.pool) {
+                        p.idle_since.insert(n, Instant::now());
                     }
                 }
             }
@@ -790,8 +788,7 @@ impl Jobs {
             }
             p.starting
                 .retain(|(_, since)| since.elapsed() < LAUNCH_TIMEOUT);
-            let joined = out.nodes.values().filter(|n| n.pool == *name).count();
-            let have = joined + p.starting.len();
+            let have = p.joined(out) + p.starting.len();
             let max = p.spec.max_nodes as usize;
             let want = demand
                 .get(name.as_str())
@@ -865,24 +862,20 @@ impl PoolRec {
 }
 
 impl PoolRec {
-    /// Whether more nodes may still join: launched pools below `max_nodes` or with nodes
-    /// starting, and pools of self-joining nodes (whose size nobody knows).
-    fn could_grow(&self, out: &Outbox) -> bool {
-        if !self.spec.launched {
-            return self.spec.max_nodes == 0
-                || out
-                    .nodes
-                    .values()
-                    .filter(|n| n.pool == self.spec.name)
-                    .count()
-                    < self.spec.max_nodes as usize;
-        }
-        let size = out
-            .nodes
+    /// How many nodes of the pool are attached now.
+    fn joined(&self, out: &Outbox) -> usize {
+        out.nodes
             .values()
             .filter(|n| n.pool == self.spec.name)
-            .count();
-        !self.starting.is_empty() || size < self.spec.max_nodes as usize
+            .count()
+    }
+
+    /// Whether more nodes may still join: pools below `max_nodes` (every pool of self-joining
+    /// nodes without one, whose size nobody knows) or with launched nodes still starting.
+    fn could_grow(&self, out: &Outbox) -> bool {
+        self.spec.max_nodes == 0
+            || self.joined(out) < self.spec.max_nodes as usize
+            || !self.starting.is_empty()
     }
 }
 

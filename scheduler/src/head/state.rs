@@ -597,6 +597,8 @@ impl Head {
         let mut g = self.state.lock();
         let st = &mut *g;
         let mut logs: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        // Heartbeats, usage and logs change nothing the scheduler sees.
+        let mut changed = false;
         for op in ops {
             let Some(conn) = st.out.nodes.get_mut(&node) else {
                 break;
@@ -617,6 +619,7 @@ impl Head {
                 Some(pb::node_op::Kind::EntrypointExit(e)) => {
                     // Only instance 0 runs the entrypoint.
                     if st.jobs.instance_of(e.job, node) == Some(0) {
+                        changed = true;
                         st.jobs.on_entrypoint_exit(
                             &mut st.out,
                             &mut st.core,
@@ -627,14 +630,19 @@ impl Head {
                     }
                 }
                 Some(pb::node_op::Kind::JobStopped(job)) => {
+                    changed = true;
                     st.jobs.on_job_stopped(&mut st.out, &mut st.core, job, node);
                 }
             }
         }
-        reactor::schedule(&mut st.core, &mut st.out);
-        let out = st.out.flush();
-        drop(g);
-        out.send();
+        if changed {
+            reactor::schedule(&mut st.core, &mut st.out);
+            let out = st.out.flush();
+            drop(g);
+            out.send();
+        } else {
+            drop(g);
+        }
         // Log files are written after the lock; one node's batches arrive in order, and each
         // instance's log has one writer (its node's stream).
         for (path, data) in logs {

@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use super::binary::BinaryCache;
 use super::logs::{pump, AgentLog, Tee};
+use super::procs::exit_code;
 
 /// The environment of a job's entrypoint (on top of the job's own `env_vars`).
 pub mod env {
@@ -269,13 +270,7 @@ async fn run_entrypoint(ctx: EntryCtx, ep: pb::Entrypoint, mut killed: oneshot::
     if let Some(p) = pumping {
         let _ = tokio::time::timeout(DRAIN, p).await;
     }
-    let code = match status {
-        Ok(s) => {
-            use std::os::unix::process::ExitStatusExt;
-            s.code().unwrap_or_else(|| -s.signal().unwrap_or(0))
-        }
-        Err(_) => i32::MIN,
-    };
+    let code = exit_code(status);
     ctx.log.line(format_args!(
         "{}: the entrypoint exited with code {code}",
         ctx.job

@@ -463,11 +463,19 @@ async fn watch(
     if let Some(p) = pumping {
         let _ = tokio::time::timeout(REAP_TIMEOUT, p).await;
     }
-    let code = match status {
+    let _ = events.send(ProcEvent::Exited {
+        job,
+        pid,
+        code: exit_code(status),
+    });
+}
+
+/// A process's exit code, or minus the signal that killed it (`i32::MIN` if waiting failed).
+pub(crate) fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> i32 {
+    match status {
         Ok(s) => s.code().unwrap_or_else(|| -s.signal().unwrap_or(0)),
         Err(_) => i32::MIN,
-    };
-    let _ = events.send(ProcEvent::Exited { job, pid, code });
+    }
 }
 
 #[cfg(test)]
