@@ -5,6 +5,9 @@
 //! - `tree_reduce`: a recursive sum where each task submits and awaits its two halves.
 //! - `cluster_dag`, `cluster_big_object`, `cluster_nested`, `cluster_missing_fn`: payloads for a
 //!   running cluster (`STARLING_HEAD=host:port`), used by the multi-process tests.
+//! - `distributed_training`: a job payload (`starling job submit`): gradient averaging over one
+//!   data shard per instance.
+//! - `job_function`: a `#[starling::job]` function submitted from its own `main`.
 
 use anyhow::Context;
 

@@ -480,6 +480,73 @@ fn cancelled_jobs_leave_no_process_and_failures_are_reported() {
     );
 }
 
+/// `#[starling::job]`: `estimate_pi::submit` runs the function on instance 0 of a 2-instance job
+/// (the example creates its launched pool); `job.result()` returns its value, checked exactly
+/// against the same draws computed in the driver, or, when it panics, its error with type,
+/// message and backtrace.
+#[test]
+fn a_job_function_returns_its_value_or_its_error() {
+    let c = Cluster::start("jobfn", 0);
+    let ok = c.run(
+        "job_function",
+        &["--pool", "fn", "--instances", "2", "--samples", "20000"],
+    );
+    c.check(
+        ok.get(&c, "instances") == "2",
+        "the job should run on 2 instances",
+    );
+    c.check(
+        ok.get(&c, "hits") == ok.get(&c, "expected_hits"),
+        "the job's value differs from the driver's own count",
+    );
+    c.check(
+        ok.get(&c, "instance_0_node") != ok.get(&c, "instance_1_node"),
+        "each instance's task should run on its own node",
+    );
+    let id = ok.get(&c, "job").to_string();
+    let listed = c.cli_ok(&["job", "list"]);
+    c.check(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("estimate_pi") && l.contains("DONE")),
+        &format!("job {id} should be listed as estimate_pi, DONE:\n{listed}"),
+    );
+    let log = c.cli_ok(&["job", "logs", &id, "--instance", "1"]);
+    c.check(
+        log.contains("seed 1: "),
+        &format!("instance 1's log lacks its task:\n{log}"),
+    );
+
+    let (status, failed, stdout) = c.run_status(
+        "job_function",
+        &["--pool", "fn", "--instances", "2", "--samples", "0"],
+    );
+    c.check(
+        !status.success(),
+        &format!("a failing job function should fail the driver:\n{stdout}"),
+    );
+    c.check(
+        failed.get(&c, "error_type") == "panic"
+            && failed
+                .get(&c, "error_message")
+                .starts_with("samples_per_instance must be positive at examples/job_function.rs:"),
+        &format!("the job's error lacks its type or message:\n{stdout}"),
+    );
+    let frames: usize = failed.get(&c, "error_backtrace_lines").parse().unwrap_or(0);
+    c.check(
+        frames > 0,
+        &format!("the job's error has no backtrace:\n{stdout}"),
+    );
+    let id = failed.get(&c, "job").to_string();
+    let status = c.cli_ok(&["job", "status", &id]);
+    c.check(
+        status.contains("FAILED")
+            && status.contains("panic: samples_per_instance must be positive")
+            && status.contains("exit code: 1"),
+        &format!("unexpected status of the failed job:\n{status}"),
+    );
+}
+
 /// How many processes have `mark` in their command line.
 fn marked(mark: &str) -> usize {
     std::fs::read_dir("/proc")
@@ -659,6 +726,17 @@ impl Cluster {
 
     /// Runs an example payload as a driver of this cluster and returns its `key=value` lines.
     fn run(&self, example: &str, args: &[&str]) -> Payload {
+        let (status, payload, stdout) = self.run_status(example, args);
+        self.check(
+            status.success(),
+            &format!("{example} exited with {status}; stdout:\n{stdout}"),
+        );
+        payload
+    }
+
+    /// Like [`run`](Self::run), whether it succeeds or not: its exit status, its `key=value`
+    /// lines and its whole stdout.
+    fn run_status(&self, example: &str, args: &[&str]) -> (ExitStatus, Payload, String) {
         static RUNS: AtomicU64 = AtomicU64::new(0);
         let k = RUNS.fetch_add(1, Ordering::Relaxed);
         let out_path = self.dir.join(format!("{example}-{k}.stdout"));
@@ -678,19 +756,16 @@ impl Cluster {
             None => self.fail(&format!("{example} did not finish within {PAYLOAD:?}")),
         };
         let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-        self.check(
-            status.success(),
-            &format!("{example} exited with {status}; stdout:\n{stdout}"),
-        );
         let values = stdout
             .lines()
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
             .collect();
-        Payload {
+        let payload = Payload {
             name: example.to_string(),
             values,
-        }
+        };
+        (status, payload, stdout)
     }
 
     /// Runs `starling <args> --head <head>`: status, stdout, stderr.

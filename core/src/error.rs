@@ -161,10 +161,14 @@ impl Error {
         }
     }
 
-    /// The user code's error, if this (or its root cause) is a task failure.
+    /// The user code's error, if this (or its root cause) is a task failure or a failed
+    /// `#[starling::job]` function.
     pub fn remote_error(&self) -> Option<&RemoteError> {
         match self.root_cause() {
             Error::TaskFailed { cause, .. } => Some(cause),
+            Error::JobFailed {
+                cause: Some(cause), ..
+            } => Some(cause),
             _ => None,
         }
     }

@@ -452,11 +452,18 @@ impl JobClient {
         let exe = std::env::current_exe()
             .map_err(|e| Error::JobRequest(format!("cannot find this executable: {e}")))?;
         options.input = input;
-        options = options.env(JOB_FUNCTION_ENV, function);
+        options = options.env(crate::job_fn::FUNCTION_ENV, function);
         if options.name.is_none() {
-            options.name = Some(function.rsplit("::").next().unwrap_or(function).to_string());
+            let name = function.split('#').next().unwrap_or(function);
+            options.name = Some(name.rsplit("::").next().unwrap_or(name).to_string());
         }
         self.submit_file(exe, pool, options)
+    }
+
+    /// Reports the value or error of a `#[starling::job]` function (job mode).
+    pub(crate) fn set_result(&self, result: pb::JobResult) -> Result<()> {
+        self.call(|mut h| async move { h.set_job_result(result).await })
+            .map(|_| ())
     }
 
     /// Every job, oldest first.
@@ -665,6 +672,3 @@ impl Job {
             .map(|i| JobStatus::parse(&i.status))
     }
 }
-
-/// Set on a `#[starling::job]` payload: the function to run instead of `main`.
-pub(crate) const JOB_FUNCTION_ENV: &str = "STARLING_JOB_FUNCTION";

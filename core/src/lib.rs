@@ -27,6 +27,7 @@ mod bytes;
 mod cluster;
 mod codec;
 mod error;
+mod job_fn;
 pub mod jobs;
 mod object_ref;
 mod options;
@@ -46,7 +47,7 @@ pub use object_ref::{IntoArg, ObjectRef};
 pub use options::TaskOptions;
 pub use runtime::exec::is_cancelled;
 pub use runtime::{current, init, init_with, Config, EnterGuard, NodeInfo, Runtime, RuntimeStats};
-pub use starling_macros::remote;
+pub use starling_macros::{job, remote};
 pub use starling_proto::{
     JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, WorkerId,
 };

@@ -7,6 +7,7 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use crate::job_fn::{submit as submit_job, JobInput, JOB_FUNCTIONS};
 pub use crate::registry::{Registration, REMOTE_FUNCTIONS};
 pub use linkme;
 

@@ -55,7 +55,7 @@ pub(crate) fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Emits the errors followed by the original item, so the function body still type-checks and
 /// its callers do not drown the real error in "cannot find function" noise.
-fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
+pub(crate) fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
     let errors = error.to_compile_error();
     quote!(#errors #item)
 }
@@ -221,7 +221,7 @@ fn expand(function: &ItemFn, f: &RemoteFn, options: &RemoteOptions) -> TokenStre
 }
 
 /// The worker side: decode each argument, call the function, encode what it returned.
-fn invoker(f: &RemoteFn, args: &Ident, checks: &TokenStream) -> TokenStream {
+pub(crate) fn invoker(f: &RemoteFn, args: &Ident, checks: &TokenStream) -> TokenStream {
     let name = &f.name;
     let locals: Vec<Ident> = (0..f.args.len())
         .map(|i| Ident::new(&format!("arg{i}"), Span::mixed_site()))
@@ -292,7 +292,7 @@ fn invoker(f: &RemoteFn, args: &Ident, checks: &TokenStream) -> TokenStream {
 /// rustc reports an unmet bound once per body and span, and drops a diagnostic identical to one it
 /// already printed, so a non-serializable type gives one error from `assert_remote_value` instead
 /// of one per `decode_arg`, `push`, `submit` and `encode_return` that also require it.
-fn type_checks(f: &RemoteFn) -> TokenStream {
+pub(crate) fn type_checks(f: &RemoteFn) -> TokenStream {
     f.args
         .iter()
         .map(|arg| &arg.ty)

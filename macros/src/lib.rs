@@ -1,4 +1,4 @@
-//! Procedural macros for Starling, re-exported by the `starling` crate.
+//! Procedural macros for Starling, re-exported by the `starling` crate: `#[remote]` and `#[job]`.
 //!
 //! `#[starling::remote]` turns a free function into a remote function: the function itself stays as
 //! it is, and next to it the macro emits a braced unit struct with the same name. Braced structs live
@@ -16,12 +16,13 @@
 //!
 //! Module map: `options` parses the attribute, `signature` validates the function and derives the
 //! argument and return shapes, `hash` prints types canonically and hashes them, `expand` writes
-//! the generated code.
+//! the generated code of `#[remote]`, `job` parses and writes `#[job]`'s.
 
 use proc_macro::TokenStream;
 
 mod expand;
 mod hash;
+mod job;
 mod options;
 mod signature;
 
@@ -50,4 +51,28 @@ mod signature;
 #[proc_macro_attribute]
 pub fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::remote(attr.into(), item.into()).into()
+}
+
+/// Makes a free function runnable as a multi-node job.
+///
+/// ```text
+/// #[starling::job(pool = "train", target_instances = 3, min_instances = 2)]
+/// fn fit(data: Vec<f64>) -> f64 { .. }      // its tasks run on the job's instances
+///
+/// let client = starling::jobs::JobClient::from_env()?;
+/// let job = fit::submit(&client, data)?;    // this executable is the payload
+/// let mean: f64 = job.result()?;            // its value, or its error
+/// let job = fit::submit_with(&client, "other-pool", fit::options().target_instances(4), data)?;
+/// ```
+///
+/// Instance 0 of the job runs this executable, which calls the function instead of `main` (a
+/// hook that runs before `main` sees the job's `STARLING_JOB_FUNCTION`). Arguments and the value
+/// follow the `#[starling::remote]` rules (serializable, owned; a `Result` return makes an `Err`
+/// the job's error).
+///
+/// Options: `pool = "NAME"` (required), `target_instances = u32` (default 1), `min_instances =
+/// u32` (default: target), `instance_timeout_secs = u64`, `name = "..."`.
+#[proc_macro_attribute]
+pub fn job(attr: TokenStream, item: TokenStream) -> TokenStream {
+    job::job(attr.into(), item.into()).into()
 }

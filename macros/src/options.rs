@@ -126,7 +126,7 @@ impl Parse for RemoteOptions {
             let name: Ident = input.call(Ident::parse_any)?;
             let key = name.to_string();
             if !KNOWN_OPTIONS.contains(&key.as_str()) {
-                return Err(unknown_option(&name));
+                return Err(unknown_option("remote", &name, KNOWN_OPTIONS));
             }
             if key == "resources" {
                 if !options.resources.is_empty() {
@@ -295,7 +295,7 @@ fn strategy(value: Expr) -> syn::Result<Expr> {
     Ok(value)
 }
 
-fn literal(value: &Expr) -> Option<&Lit> {
+pub(crate) fn literal(value: &Expr) -> Option<&Lit> {
     match value {
         Expr::Lit(ExprLit { lit, .. }) => Some(lit),
         Expr::Group(g) => literal(&g.expr),
@@ -304,25 +304,26 @@ fn literal(value: &Expr) -> Option<&Lit> {
     }
 }
 
-fn is_negated_literal(value: &Expr) -> bool {
+pub(crate) fn is_negated_literal(value: &Expr) -> bool {
     matches!(value, Expr::Unary(ExprUnary { op: UnOp::Neg(_), expr, .. }) if literal(expr).is_some())
 }
 
-fn duplicate(name: &Ident) -> syn::Error {
+pub(crate) fn duplicate(name: &Ident) -> syn::Error {
     syn::Error::new(
         name.span(),
         format!("option `{name}` is given twice: keep one"),
     )
 }
 
-fn unknown_option(name: &Ident) -> syn::Error {
-    let known = KNOWN_OPTIONS
+/// "unknown #[starling::<attribute>] option", with the closest known one suggested.
+pub(crate) fn unknown_option(attribute: &str, name: &Ident, known: &[&str]) -> syn::Error {
+    let list = known
         .iter()
         .map(|o| format!("`{o}`"))
         .collect::<Vec<_>>()
         .join(", ");
     let key = name.to_string();
-    let hint = KNOWN_OPTIONS
+    let hint = known
         .iter()
         .map(|o| (edit_distance(&key, o), o))
         .filter(|(d, _)| *d <= 3)
@@ -331,7 +332,9 @@ fn unknown_option(name: &Ident) -> syn::Error {
         .unwrap_or_default();
     syn::Error::new(
         name.span(),
-        format!("unknown #[starling::remote] option `{key}`{hint}; the known options are {known}"),
+        format!(
+            "unknown #[starling::{attribute}] option `{key}`{hint}; the known options are {list}"
+        ),
     )
 }
 

@@ -29,7 +29,7 @@ use crate::runtime::exec::{self, Invoked};
 use crate::runtime::Runtime;
 
 /// Runs before `main` (Linux: an `.init_array` entry). Does nothing unless this process was
-/// started as a worker.
+/// started as a worker, or as a `#[starling::job]` payload (see [`crate::job_fn`]).
 #[cfg(target_os = "linux")]
 #[used]
 #[link_section = ".init_array"]
@@ -51,6 +51,12 @@ extern "C" fn worker_mode_hook() {
             Err(_) => 101,
         };
         std::process::exit(code);
+    }
+    if let Some(function) = std::env::var_os(crate::job_fn::FUNCTION_ENV) {
+        // A `#[starling::job]` payload on instance 0: run that function instead of `main`.
+        // Programs it starts must not do the same.
+        std::env::remove_var(crate::job_fn::FUNCTION_ENV);
+        std::process::exit(crate::job_fn::run(&function.to_string_lossy()));
     }
 }
 
