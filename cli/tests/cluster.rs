@@ -480,6 +480,62 @@ fn cancelled_jobs_leave_no_process_and_failures_are_reported() {
     );
 }
 
+/// `job logs --follow` streams a running job's output until it ends; a launched node left idle
+/// longer than the pool's `--idle-timeout` is stopped (the pool has `--min-nodes 0`).
+#[test]
+fn logs_follow_a_running_job_and_idle_launched_nodes_stop() {
+    let c = Cluster::start("jobfollow", 0);
+    let payload = c.script_payload(
+        "ticks",
+        "for i in 1 2 3 4 5; do echo \"tick $i\"; sleep 0.3; done",
+    );
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "brief",
+        "--max-nodes",
+        "1",
+        "--num-cpus-per-node",
+        "1",
+        "--idle-timeout",
+        "1",
+    ]);
+    let out = c.cli_ok(&[
+        "job",
+        "submit",
+        "--pool",
+        "brief",
+        "--entrypoint",
+        "run.sh",
+        &payload,
+    ]);
+    let id = out.lines().next().unwrap_or_default().trim().to_string();
+    // Started before the job ends (it runs ~1.5 s after its node is up); returns when it ends.
+    let followed = c.cli_ok(&["job", "logs", &id, "--follow"]);
+    let ticks: Vec<&str> = followed.lines().filter(|l| l.contains("tick ")).collect();
+    c.check(
+        ticks.len() == 5 && ticks[0].ends_with("tick 1") && ticks[4].ends_with("tick 5"),
+        &format!("--follow should print all 5 ticks in order:\n{followed}"),
+    );
+    let status = c.cli_ok(&["job", "status", &id]);
+    c.check(
+        status.contains("DONE"),
+        &format!("--follow returned before the job ended:\n{status}"),
+    );
+    // The node that ran it stops after 1 s idle.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pool = c.cli_ok(&["pool", "describe", "brief"]);
+        if pool.lines().any(|l| l.trim() == "nodes:") {
+            break;
+        }
+        if Instant::now() > deadline {
+            c.fail(&format!("the idle launched node was not stopped:\n{pool}"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// `#[starling::job]`: `estimate_pi::submit` runs the function on instance 0 of a 2-instance job
 /// (the example creates its launched pool); `job.result()` returns its value, checked exactly
 /// against the same draws computed in the driver, or, when it panics, its error with type,
