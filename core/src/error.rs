@@ -63,15 +63,18 @@ pub enum Error {
         /// The decoder's complaint.
         cause: RemoteError,
     },
-    /// The worker process running the task died and no retries were left.
-    #[error("task {task}: its worker died ({exit}) on attempt {attempt}, no retries left")]
+    /// The worker process running the task died (or its node was lost) on every attempt the
+    /// task's `max_retries` allowed.
+    #[error(
+        "task {task}: its worker died on each of {attempts} attempt(s); the last one: {last_exit}"
+    )]
     WorkerDied {
         /// The task.
         task: TaskId,
-        /// Attempts made, 0-based index of the last one.
-        attempt: u32,
-        /// How the worker ended.
-        exit: String,
+        /// Runs attempted (`max_retries + 1`).
+        attempts: u32,
+        /// How the worker of the last attempt ended (exit code, signal, or lost node).
+        last_exit: String,
     },
     /// The object no longer exists (freed, or its only copy was lost).
     #[error("object {0} no longer exists")]
@@ -199,8 +202,8 @@ impl From<&TaskFailure> for Error {
             FailureKind::ObjectLost(o) => Error::ObjectLost(*o),
             FailureKind::WorkerDied { exit } => Error::WorkerDied {
                 task,
-                attempt: f.attempt,
-                exit: exit.clone(),
+                attempts: f.attempt + 1,
+                last_exit: exit.clone(),
             },
         }
     }

@@ -144,6 +144,8 @@ pub struct CoreStats {
     pub retried: u64,
     /// Objects freed.
     pub objects_freed: u64,
+    /// Tasks run again to remake an object whose value was lost with its node.
+    pub reconstructed: u64,
 }
 
 /// All scheduler state.
@@ -163,6 +165,8 @@ pub struct Core {
     pub(crate) pipeline_depth: usize,
     /// Multi-node jobs: their tasks run only on nodes given to them.
     pub(crate) restricted_jobs: std::collections::HashSet<JobId>,
+    /// Whether objects keep the spec of the task that made them (see [`Core::set_lineage`]).
+    pub(crate) lineage: bool,
     pub(crate) stats: CoreStats,
 }
 
@@ -183,6 +187,15 @@ impl Core {
         self.pipeline_depth = depth.max(1);
     }
 
+    /// Keeps lineage: every object remembers the task that made it (and, through
+    /// `lineage_refs`, that task's arguments stay known), so that when a node is lost
+    /// ([`reactor::on_objects_lost`](crate::reactor::on_objects_lost)) the objects whose only
+    /// copy was there are made again by running their tasks again, recursively. A cluster head
+    /// turns it on; in one process nothing can be lost, so it stays off.
+    pub fn set_lineage(&mut self, on: bool) {
+        self.lineage = on;
+    }
+
     /// Counters.
     pub fn stats(&self) -> CoreStats {
         self.stats
@@ -191,6 +204,11 @@ impl Core {
     /// Where `task` is, or `None` once it has finished (or was never submitted).
     pub fn task_state(&self, task: TaskId) -> Option<&TaskState> {
         self.tasks.get(&task).map(|t| &t.state)
+    }
+
+    /// The spec of a live task.
+    pub fn task_spec(&self, task: TaskId) -> Option<&Arc<TaskSpec>> {
+        self.tasks.get(&task).map(|t| &t.spec)
     }
 
     /// Why `task` has not started, in words a user can act on, or `None` if it is running or
@@ -246,6 +264,11 @@ impl Core {
                 workers: n.workers,
             })
             .collect()
+    }
+
+    /// Tasks assigned to `worker` (running or pipelined behind the running one).
+    pub fn worker_tasks(&self, worker: WorkerId) -> usize {
+        self.workers.get(&worker).map_or(0, |w| w.tasks.len())
     }
 
     /// What `worker`'s running task holds, or `None` if the worker is unknown.

@@ -7,10 +7,16 @@
 //!   not yet finished that take the object as an argument. An object is freed exactly when both
 //!   are zero and it is no longer pending.
 //! - `dependents` is non-empty only while the object is pending.
+//! - Lineage (when the scheduler keeps it, see [`Core::set_lineage`](crate::Core::set_lineage)):
+//!   `lineage` is the spec of the task that makes the object, kept while the entry lives and
+//!   dropped when the object fails; `lineage_refs` counts the live entries whose lineage takes the
+//!   object as an argument. An object nobody refers to any more loses its value but keeps its
+//!   entry ([`ObjectState::Released`]) while `lineage_refs > 0`, so an object made from it can be
+//!   made again after a node loss; the entry goes when `lineage_refs` reaches zero.
 
 use std::sync::Arc;
 
-use starling_proto::{NodeId, TaskFailure, TaskId};
+use starling_proto::{NodeId, TaskFailure, TaskId, TaskSpec};
 
 /// The state of one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +32,9 @@ pub enum ObjectState {
     },
     /// It will never have a value.
     Failed(Arc<TaskFailure>),
+    /// It had a value, which is gone (nobody referred to it, or its node was lost); its task can
+    /// make it again.
+    Released,
 }
 
 #[derive(Debug)]
@@ -35,6 +44,10 @@ pub(crate) struct ObjectEntry {
     pub task_refs: u32,
     /// Tasks waiting for this object (only while pending). Usually zero or one, so a `Vec`.
     pub dependents: Vec<TaskId>,
+    /// The task that makes it, to run again if its value is lost.
+    pub lineage: Option<Arc<TaskSpec>>,
+    /// Live entries whose lineage takes this object as an argument.
+    pub lineage_refs: u32,
 }
 
 impl ObjectEntry {
@@ -44,13 +57,30 @@ impl ObjectEntry {
             handles,
             task_refs: 0,
             dependents: Vec::new(),
+            lineage: None,
+            lineage_refs: 0,
         }
     }
 
-    /// Whether nothing refers to the object and it has settled, so it can be freed.
+    /// An object with a value on `node` (a `put`): one handle, no lineage.
+    pub fn ready(node: NodeId, size: u64) -> Self {
+        ObjectEntry {
+            state: ObjectState::Ready { node, size },
+            ..Self::pending(1)
+        }
+    }
+
+    /// Whether nothing refers to the object and it has settled, so its value can be freed (and
+    /// the entry too, unless lineage still needs it).
     #[inline]
     pub fn is_garbage(&self) -> bool {
         self.handles == 0 && self.task_refs == 0 && self.state != ObjectState::Pending
+    }
+
+    /// Whether a handle or a task needs the value.
+    #[inline]
+    pub fn is_needed(&self) -> bool {
+        self.handles > 0 || self.task_refs > 0
     }
 
     pub fn location(&self) -> Option<NodeId> {

@@ -154,13 +154,33 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
         return;
     }
 
+    // The lineage holds its arguments' entries (counted in `lineage_refs`).
+    if core.lineage {
+        core.objects.get_mut(&ret).expect("inserted above").lineage = Some(spec.clone());
+    }
     let mut missing = 0;
     for dep in spec.dependencies() {
         let o = core.objects.get_mut(&dep).expect("checked above");
         o.task_refs += 1;
+        if core.lineage {
+            o.lineage_refs += 1;
+        }
         if o.state == ObjectState::Pending {
             o.dependents.push(id);
             missing += 1;
+        }
+    }
+    // A released argument (its value dropped, its entry kept for lineage) is made again.
+    if core.lineage {
+        let released: Vec<ObjectId> = spec
+            .dependencies()
+            .filter(|d| core.objects[d].state == ObjectState::Released)
+            .collect();
+        for dep in released {
+            let o = core.objects.get_mut(&dep).expect("checked above");
+            o.dependents.push(id);
+            missing += 1;
+            rebuild(core, t, dep);
         }
     }
     let class = core.class_of(&spec);
@@ -268,22 +288,41 @@ fn hand_to_busy_worker(core: &mut Core, t: &mut impl Transport, worker: WorkerId
     t.dispatch(node, worker, &entry.spec);
 }
 
-/// Puts a task that lost its worker back: waiting for its arguments if some are pending again,
-/// else in its ready queue.
-fn requeue(core: &mut Core, task: TaskId) {
+/// Puts a task that lost its worker (or an argument) back: waiting for its arguments if some are
+/// pending again, else in its ready queue. It is listed once per argument among the dependents
+/// of each pending one, as [`on_submit`] lists it.
+fn requeue(core: &mut Core, t: &mut impl Transport, task: TaskId) {
     let Some(entry) = core.tasks.get(&task) else {
         return;
     };
-    let missing = entry
-        .spec
+    let spec = entry.spec.clone();
+    // An argument that failed meanwhile (a lost `put`) fails the task, as at submit.
+    let failed = spec
         .dependencies()
-        .filter(|o| {
-            core.objects
-                .get(o)
-                .is_some_and(|o| o.state == ObjectState::Pending)
-        })
-        .count() as u32;
-    let class = entry.class as usize;
+        .find_map(|d| match core.objects.get(&d).map(|o| &o.state) {
+            Some(ObjectState::Failed(f)) => Some(FailureKind::Upstream(f.clone())),
+            None => Some(FailureKind::ObjectLost(d)),
+            _ => None,
+        });
+    if let Some(kind) = failed {
+        fail_task(core, t, task, kind);
+        return;
+    }
+    for dep in spec.dependencies() {
+        if let Some(o) = core.objects.get_mut(&dep) {
+            o.dependents.retain(|d| *d != task);
+        }
+    }
+    let mut missing = 0;
+    for dep in spec.dependencies() {
+        if let Some(o) = core.objects.get_mut(&dep) {
+            if o.state == ObjectState::Pending {
+                o.dependents.push(task);
+                missing += 1;
+            }
+        }
+    }
+    let class = core.tasks[&task].class as usize;
     let entry = core.tasks.get_mut(&task).expect("checked above");
     if missing > 0 {
         entry.state = TaskState::WaitingForDependencies(missing);
@@ -295,15 +334,7 @@ fn requeue(core: &mut Core, task: TaskId) {
 
 /// A value was stored directly (`put`) on `node`. It starts with one handle.
 pub fn on_put(core: &mut Core, object: ObjectId, node: NodeId, size: u64) {
-    core.objects.insert(
-        object,
-        ObjectEntry {
-            state: ObjectState::Ready { node, size },
-            handles: 1,
-            task_refs: 0,
-            dependents: Vec::new(),
-        },
-    );
+    core.objects.insert(object, ObjectEntry::ready(node, size));
 }
 
 /// An object that failed before it reached the scheduler (its arguments could not be encoded).
@@ -321,10 +352,13 @@ pub fn on_failed_put(
 
 /// Another `ObjectRef` group for `object` came to life (a ref was deserialized elsewhere).
 /// Returns `false` if the object no longer exists.
-pub fn on_add_ref(core: &mut Core, object: ObjectId) -> bool {
+pub fn on_add_ref(core: &mut Core, t: &mut impl Transport, object: ObjectId) -> bool {
     match core.objects.get_mut(&object) {
         Some(o) => {
             o.handles += 1;
+            if o.state == ObjectState::Released {
+                rebuild(core, t, object);
+            }
             true
         }
         None => false,
@@ -438,6 +472,22 @@ pub fn on_task_done(
             core.classes[e.class as usize].queue.push_back(task);
         }
         TaskOutcome::Failed(err) => fail_task(core, t, task, FailureKind::Application(err)),
+        // An argument's value could not be fetched: its node was lost. If lineage is making it
+        // again (or can), the task waits for it and runs again.
+        TaskOutcome::BadArgument(err)
+            if err.type_name == LOST_ARGUMENT && spec.attempt < spec.max_retries =>
+        {
+            core.stats.retried += 1;
+            let mut next = (*spec).clone();
+            next.attempt += 1;
+            core.tasks.get_mut(&task).expect("present").spec = Arc::new(next);
+            for dep in spec.dependencies() {
+                if core.objects.get(&dep).map(|o| &o.state) == Some(&ObjectState::Released) {
+                    rebuild(core, t, dep);
+                }
+            }
+            requeue(core, t, task);
+        }
         TaskOutcome::BadArgument(err) => fail_task(core, t, task, FailureKind::BadArgument(err)),
         TaskOutcome::FunctionNotFound { build } => {
             let name = spec.function.to_string();
@@ -466,7 +516,7 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
             let mut next = (*entry.spec).clone();
             next.attempt += 1;
             entry.spec = Arc::new(next);
-            requeue(core, task);
+            requeue(core, t, task);
         } else {
             let exit = exit.to_string();
             fail_task(core, t, task, FailureKind::WorkerDied { exit });
@@ -742,14 +792,18 @@ fn settle_failure(
 ) {
     let mut work = vec![(object, failure)];
     while let Some((object, failure)) = work.pop() {
-        let dependents = match core.objects.get_mut(&object) {
+        let (dependents, lineage) = match core.objects.get_mut(&object) {
             Some(o) => {
                 o.state = ObjectState::Failed(failure.clone());
-                std::mem::take(&mut o.dependents)
+                (std::mem::take(&mut o.dependents), o.lineage.take())
             }
-            None => Vec::new(),
+            None => (Vec::new(), None),
         };
         t.object_failed(object, &failure);
+        // A failed object is never made again: its arguments' lineage is not needed for it.
+        if let Some(spec) = lineage {
+            drop_lineage(core, t, &spec);
+        }
         for d in dependents {
             if let Some(entry) = core.tasks.remove(&d) {
                 core.stats.failed += 1;
@@ -787,9 +841,172 @@ fn maybe_free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
     }
 }
 
+/// Frees what nobody needs any more: the value of `object`, and its entry unless lineage of a
+/// live object still takes it as an argument; removing an entry drops its own lineage, which may
+/// free its arguments in turn (iteratively: a chain of a million tasks is no deep recursion).
 fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
-    if let Some(o) = core.objects.remove(&object) {
-        core.stats.objects_freed += 1;
-        t.free_object(object, o.location());
+    let mut work = vec![object];
+    while let Some(object) = work.pop() {
+        let Some(o) = core.objects.get_mut(&object) else {
+            continue;
+        };
+        if !o.is_garbage() {
+            continue;
+        }
+        if o.lineage_refs > 0 {
+            if let ObjectState::Ready { node, .. } = o.state {
+                o.state = ObjectState::Released;
+                core.stats.objects_freed += 1;
+                t.free_object(object, Some(node));
+            }
+            continue;
+        }
+        let o = core.objects.remove(&object).expect("present");
+        if o.state != ObjectState::Released {
+            core.stats.objects_freed += 1;
+            t.free_object(object, o.location());
+        }
+        if let Some(spec) = o.lineage {
+            unref_lineage(core, &spec, &mut work);
+        }
+    }
+}
+
+/// `spec` is no longer anyone's lineage: its arguments lose one lineage reference each.
+fn drop_lineage(core: &mut Core, t: &mut impl Transport, spec: &TaskSpec) {
+    let mut work = Vec::new();
+    unref_lineage(core, spec, &mut work);
+    for object in work {
+        free(core, t, object);
+    }
+}
+
+fn unref_lineage(core: &mut Core, spec: &TaskSpec, garbage: &mut Vec<ObjectId>) {
+    for dep in spec.dependencies() {
+        if let Some(d) = core.objects.get_mut(&dep) {
+            debug_assert!(d.lineage_refs > 0, "{dep}: lineage references miscounted");
+            d.lineage_refs = d.lineage_refs.saturating_sub(1);
+            if d.lineage_refs == 0 && d.is_garbage() {
+                garbage.push(dep);
+            }
+        }
+    }
+}
+
+/// The error type a worker reports when it cannot fetch an argument's value.
+pub const LOST_ARGUMENT: &str = "starling::ObjectLost";
+
+/// The values of `lost` are gone with their node. Each one still needed is made again from its
+/// lineage (its task runs again, after whatever of its own arguments is gone too); one that has
+/// no lineage (a `put`) fails with `ObjectLost`, and so does everything waiting for it. Tasks
+/// not yet running that take a lost object wait for it again.
+pub fn on_objects_lost(core: &mut Core, t: &mut impl Transport, lost: &[ObjectId]) {
+    let mut gone = Vec::new();
+    for &object in lost {
+        if let Some(o) = core.objects.get_mut(&object) {
+            if matches!(o.state, ObjectState::Ready { .. }) {
+                o.state = ObjectState::Released;
+                gone.push(object);
+            }
+        }
+    }
+    if gone.is_empty() {
+        return;
+    }
+    let gone_set: std::collections::HashSet<ObjectId> = gone.iter().copied().collect();
+    // Tasks that have not started and take a lost object wait for it again.
+    let waiting: Vec<TaskId> = core
+        .tasks
+        .iter()
+        .filter(|(_, e)| !matches!(e.state, TaskState::Running { .. }))
+        .filter(|(_, e)| e.spec.dependencies().any(|d| gone_set.contains(&d)))
+        .map(|(id, _)| *id)
+        .collect();
+    for object in gone {
+        let needed = core.objects[&object].is_needed();
+        if needed {
+            rebuild(core, t, object);
+        }
+    }
+    for task in waiting {
+        // `requeue` counts pending arguments afresh; a task that was queued leaves a stale
+        // queue entry, which `schedule` skips.
+        if let Some(e) = core.tasks.get(&task) {
+            if matches!(e.state, TaskState::Infeasible(_)) {
+                core.infeasible.retain(|x| *x != task);
+            }
+        }
+        requeue(core, t, task);
+    }
+}
+
+/// Makes a released `object` again: its task runs again, after its released arguments are made
+/// again in turn. An object without lineage fails with `ObjectLost`.
+fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
+    let mut stack = vec![object];
+    while let Some(object) = stack.pop() {
+        let Some(o) = core.objects.get_mut(&object) else {
+            continue;
+        };
+        if o.state != ObjectState::Released {
+            continue;
+        }
+        let Some(spec) = o.lineage.clone() else {
+            let failure = Arc::new(TaskFailure {
+                task: object.task(),
+                attempt: 0,
+                kind: FailureKind::ObjectLost(object),
+            });
+            settle_failure(core, t, object, failure);
+            continue;
+        };
+        o.state = ObjectState::Pending;
+        core.stats.reconstructed += 1;
+        let task = spec.id;
+        // An argument that failed or vanished fails the run at once, as at submit.
+        let mut upstream = None;
+        for dep in spec.dependencies() {
+            match core.objects.get(&dep).map(|o| &o.state) {
+                None => upstream = Some(FailureKind::ObjectLost(dep)),
+                Some(ObjectState::Failed(f)) => upstream = Some(FailureKind::Upstream(f.clone())),
+                Some(_) => continue,
+            }
+            break;
+        }
+        if let Some(kind) = upstream {
+            core.stats.failed += 1;
+            let failure = Arc::new(TaskFailure {
+                task,
+                attempt: spec.attempt,
+                kind,
+            });
+            settle_failure(core, t, object, failure);
+            continue;
+        }
+        let mut missing = 0;
+        for dep in spec.dependencies() {
+            let d = core.objects.get_mut(&dep).expect("checked above");
+            d.task_refs += 1;
+            match d.state {
+                ObjectState::Pending => {
+                    d.dependents.push(task);
+                    missing += 1;
+                }
+                ObjectState::Released => {
+                    d.dependents.push(task);
+                    missing += 1;
+                    stack.push(dep);
+                }
+                _ => {}
+            }
+        }
+        let class = core.class_of(&spec);
+        let state = if missing == 0 {
+            core.classes[class as usize].queue.push_back(task);
+            TaskState::Queued
+        } else {
+            TaskState::WaitingForDependencies(missing)
+        };
+        core.tasks.insert(task, TaskEntry { spec, state, class });
     }
 }

@@ -11,6 +11,7 @@
 //! - Once the session ends, every current and future wait fails with `HeadLost` (or
 //!   `ShutDown` after [`Client::shutdown`]); nothing waits forever.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -36,6 +37,12 @@ use starling_scheduler::head::{ClientTx, HeadService};
 /// Values up to this size are sent inline; larger `put`s go to the local node store if there is
 /// one.
 pub(crate) const INLINE_LIMIT: usize = 100 * 1024;
+
+/// How many times a value whose node was lost is asked for again before `get` gives up with
+/// `ObjectLost` (spread over about [`REFETCH_TRIES`] × [`REFETCH_MAX_PAUSE`] at most, longer than
+/// a head takes to declare a silent node dead).
+const REFETCH_TRIES: u32 = 12;
+const REFETCH_MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// Largest message this client sends or accepts.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
@@ -70,6 +77,8 @@ pub(crate) struct Client {
     cancelled: Mutex<std::collections::HashSet<u64>>,
     /// Tasks submitted whose result has not arrived yet.
     in_flight: AtomicU64,
+    /// Objects whose located value could not be fetched, with the times asked again.
+    refetches: Mutex<HashMap<ObjectId, u32>>,
     owned: Mutex<Option<Box<dyn Owned>>>,
     /// The tokio runtime this client created, if it created one (dropped last, off-thread).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -276,6 +285,7 @@ impl Client {
             rt: rt.clone(),
             cancelled: Mutex::new(Default::default()),
             in_flight: AtomicU64::new(0),
+            refetches: Mutex::new(HashMap::new()),
             owned: Mutex::new(None),
             own_runtime: Mutex::new(None),
         });
@@ -739,6 +749,21 @@ impl Client {
         }
     }
 
+    /// Whether to ask the head again for an object whose value could not be fetched.
+    fn ask_again(&self, object: ObjectId) -> bool {
+        if self.closed_error().is_some() {
+            return false;
+        }
+        let mut r = self.refetches.lock();
+        let tries = r.entry(object).or_insert(0);
+        *tries += 1;
+        if *tries > REFETCH_TRIES {
+            r.remove(&object);
+            return false;
+        }
+        true
+    }
+
     fn receive_value(self: &Arc<Self>, v: pb::ObjectValue) {
         let object = ObjectId(v.object);
         let _ = self
@@ -762,7 +787,18 @@ impl Client {
                     let spill = me.local.as_ref().map(|l| l.spill_dir.clone());
                     match objects::fetch(object, &location, &me.addr, spill.as_deref()).await {
                         Ok(blob) => {
+                            me.refetches.lock().remove(&object);
                             me.store.put(object, blob);
+                        }
+                        // Its node may be gone: the head makes lost objects again from their
+                        // lineage, so ask it where the value is now (a few times, backing off).
+                        Err(_) if me.ask_again(object) => {
+                            let tries = me.refetches.lock().get(&object).copied().unwrap_or(1);
+                            let pause = Duration::from_millis(250 * u64::from(tries))
+                                .min(REFETCH_MAX_PAUSE);
+                            tokio::time::sleep(pause).await;
+                            me.in_flight.fetch_add(1, Ordering::Relaxed);
+                            me.send(client_op::Kind::Subscribe(object.0));
                         }
                         Err(_) => me.store.fail(
                             object,

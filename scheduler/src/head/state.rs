@@ -59,6 +59,8 @@ pub(crate) struct ClientConn {
     pub job: JobId,
     pub worker: Option<WorkerId>,
     pub node: NodeId,
+    /// The process id it reported (0 for drivers that did not).
+    pub pid: u32,
     handles: HashMap<ObjectId, u32>,
 }
 
@@ -293,6 +295,10 @@ pub(crate) struct State {
     pub core: Core,
     pub out: Outbox,
     pub jobs: Jobs,
+    /// Worker processes whose session ended while they ran tasks, by node and pid: their tasks
+    /// are retried (or failed) once the node reports how the process ended, or after
+    /// [`EXIT_REPORT_WAIT`].
+    dying: HashMap<(NodeId, u32), (WorkerId, Instant, String)>,
     next_client: u64,
     next_worker: u64,
     next_node: u64,
@@ -318,11 +324,14 @@ impl Head {
     ) -> Self {
         let mut core = Core::new();
         core.set_pipeline_depth(pipeline_depth);
+        // Objects on nodes can be lost with their node; lineage makes them again.
+        core.set_lineage(true);
         Head {
             state: Mutex::new(State {
                 core,
                 out: Outbox::default(),
                 jobs,
+                dying: HashMap::new(),
                 next_client: 1,
                 next_worker: 1,
                 next_node: 1,
@@ -338,6 +347,17 @@ impl Head {
     pub fn jobs_tick(&self) {
         let mut g = self.state.lock();
         let st = &mut *g;
+        let late: Vec<(NodeId, u32)> = st
+            .dying
+            .iter()
+            .filter(|(_, (_, since, _))| since.elapsed() >= EXIT_REPORT_WAIT)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in late {
+            if let Some((w, _, why)) = st.dying.remove(&k) {
+                reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
+            }
+        }
         let actions = st.jobs.tick(&mut st.out, &mut st.core);
         reactor::schedule(&mut st.core, &mut st.out);
         let out = st.out.flush();
@@ -410,6 +430,7 @@ impl Head {
             job,
             worker,
             node,
+            pid: hello.pid,
             handles: HashMap::new(),
         };
         if hello.is_worker {
@@ -513,7 +534,18 @@ impl Head {
         };
         if let Some(w) = conn.worker {
             st.out.worker_client.remove(&w);
-            reactor::on_worker_removed(&mut st.core, &mut st.out, w, why);
+            let why = format!(
+                "worker process {} on node {} ended: {why}",
+                conn.pid, conn.node
+            );
+            if st.core.worker_tasks(w) > 0 && st.out.nodes.contains_key(&conn.node) {
+                // Its node tells how it ended (exit code, signal) in a moment; the tasks it ran
+                // are retried or failed with that.
+                st.dying
+                    .insert((conn.node, conn.pid), (w, Instant::now(), why));
+            } else {
+                reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
+            }
         } else if st.jobs.nodes_of(conn.job).is_none() {
             st.out.jobs.remove(&conn.job);
             let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
@@ -607,7 +639,18 @@ impl Head {
             match op.kind {
                 Some(pb::node_op::Kind::Usage(u)) => conn.usage = u,
                 Some(pb::node_op::Kind::Heartbeat(_)) | Some(pb::node_op::Kind::Hello(_)) => {}
-                Some(pb::node_op::Kind::WorkerExit(_)) | None => {}
+                Some(pb::node_op::Kind::WorkerExit(e)) => {
+                    if let Some((w, _, _)) = st.dying.remove(&(node, e.pid)) {
+                        let why = format!(
+                            "worker process {} on node {node} {}",
+                            e.pid,
+                            describe_exit(e.code)
+                        );
+                        reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
+                        changed = true;
+                    }
+                }
+                None => {}
                 Some(pb::node_op::Kind::JobLog(l)) => {
                     if let Some(path) = st.jobs.log_target(l.job, node) {
                         match logs.last_mut() {
@@ -616,19 +659,15 @@ impl Head {
                         }
                     }
                 }
-                Some(pb::node_op::Kind::EntrypointExit(e)) => {
-                    // Only instance 0 runs the entrypoint.
-                    if st.jobs.instance_of(e.job, node) == Some(0) {
-                        changed = true;
-                        st.jobs.on_entrypoint_exit(
-                            &mut st.out,
-                            &mut st.core,
-                            e.job,
-                            e.code,
-                            &e.error,
-                        );
-                    }
+                // Only instance 0 runs the entrypoint.
+                Some(pb::node_op::Kind::EntrypointExit(e))
+                    if st.jobs.instance_of(e.job, node) == Some(0) =>
+                {
+                    changed = true;
+                    st.jobs
+                        .on_entrypoint_exit(&mut st.out, &mut st.core, e.job, e.code, &e.error);
                 }
+                Some(pb::node_op::Kind::EntrypointExit(_)) => {}
                 Some(pb::node_op::Kind::JobStopped(job)) => {
                     changed = true;
                     st.jobs.on_job_stopped(&mut st.out, &mut st.core, job, node);
@@ -656,6 +695,21 @@ impl Head {
         if st.out.nodes.remove(&node).is_none() {
             return;
         }
+        // Its workers go with it (below), dying ones included.
+        st.dying.retain(|(n, _), _| *n != node);
+        // Values stored only there are gone: lineage makes the needed ones again.
+        let mut lost: Vec<ObjectId> = st
+            .out
+            .locations
+            .iter()
+            .filter(|(_, (at, _))| *at == node)
+            .map(|(o, _)| *o)
+            .collect();
+        lost.sort_unstable();
+        for o in &lost {
+            st.out.locations.remove(o);
+        }
+        reactor::on_objects_lost(&mut st.core, &mut st.out, &lost);
         reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
         st.jobs.on_node_lost(&mut st.out, &mut st.core, node);
         reactor::schedule(&mut st.core, &mut st.out);
@@ -724,6 +778,26 @@ impl Head {
         let mut g = self.state.lock();
         g.out.clients.clear();
         g.out.nodes.clear();
+    }
+}
+
+/// How long the head waits for a node to report how a worker process whose session ended exited.
+const EXIT_REPORT_WAIT: Duration = Duration::from_secs(1);
+
+/// `code` as a node agent reports it: an exit code, or minus the signal that killed the process.
+fn describe_exit(code: i32) -> String {
+    match code {
+        c if c >= 0 => format!("exited with code {c}"),
+        c => {
+            let name = match -c {
+                6 => " (SIGABRT: abort, e.g. a panic with panic = \"abort\")",
+                9 => " (SIGKILL: killed, e.g. by the out-of-memory killer)",
+                11 => " (SIGSEGV: invalid memory access)",
+                15 => " (SIGTERM)",
+                _ => "",
+            };
+            format!("was killed by signal {}{name}", -c)
+        }
     }
 }
 
@@ -849,8 +923,12 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             };
             let task = TaskId(done.task);
             let object = ObjectId::from(task);
-            // Keep the value only if the task is still live (not cancelled meanwhile).
-            let live = st.core.task_state(task).is_some();
+            // Keep the value only if the task still runs there (not cancelled meanwhile, nor
+            // moved elsewhere after its node was declared lost).
+            let live = matches!(
+                st.core.task_state(task),
+                Some(crate::TaskState::Running { worker, .. }) if *worker == w
+            );
             let kind = done.kind.ok_or_else(|| bad("task result without a kind"))?;
             let outcome = match kind {
                 task_done::Kind::Inline(bytes) => {
