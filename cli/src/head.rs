@@ -10,6 +10,7 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -30,6 +31,21 @@ pub struct HeadArgs {
     /// --port 0, a directory of this process that is removed when the head stops].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Seconds without a heartbeat (node agents send one a second) after which a node is
+    /// declared lost: its running tasks are retried elsewhere and the objects only it held are
+    /// made again from their lineage. A node whose connection drops is lost at once.
+    #[arg(long, value_name = "SECS", value_parser = parse_heartbeat_timeout, default_value = "5")]
+    heartbeat_timeout: Duration,
+}
+
+fn parse_heartbeat_timeout(s: &str) -> Result<Duration, String> {
+    let t = crate::parse::seconds(s)?;
+    if t < Duration::from_secs(2) {
+        return Err(format!(
+            "{s} s is too short: node agents send a heartbeat every second (use 2 or more)"
+        ));
+    }
+    Ok(t)
 }
 
 pub fn run(args: HeadArgs) -> Result<()> {
@@ -54,6 +70,7 @@ pub fn run(args: HeadArgs) -> Result<()> {
     let outcome = rt.block_on(serve(
         SocketAddr::new(args.bind, args.port),
         data_dir.clone(),
+        args.heartbeat_timeout,
     ));
     if scratch {
         let _ = std::fs::remove_dir_all(&data_dir);
@@ -61,8 +78,9 @@ pub fn run(args: HeadArgs) -> Result<()> {
     outcome
 }
 
-async fn serve(bind: SocketAddr, data_dir: PathBuf) -> Result<()> {
+async fn serve(bind: SocketAddr, data_dir: PathBuf, heartbeat_timeout: Duration) -> Result<()> {
     let mut config = HeadConfig::new(bind, data_dir.clone());
+    config.heartbeat_timeout = heartbeat_timeout;
     let launcher = std::sync::Arc::new(LocalLauncher::new(data_dir.join("launched"))?);
     config.launcher = Some(launcher.clone());
     let mut handle = head::serve(config).await.context("cannot start the head")?;

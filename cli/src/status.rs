@@ -146,8 +146,9 @@ pub fn render(head: &str, r: &pb::StatusReply) -> String {
     }
     let _ = writeln!(
         out,
-        "tasks: submitted={} queued={} running={} succeeded={} failed={}",
-        r.submitted, r.queued, r.running, r.succeeded, r.failed
+        "tasks: submitted={} queued={} running={} succeeded={} failed={} retried={} \
+         reconstructed={}",
+        r.submitted, r.queued, r.running, r.succeeded, r.failed, r.retried, r.reconstructed
     );
     let _ = writeln!(
         out,
@@ -240,6 +241,8 @@ mod tests {
             failed: 1,
             objects: 3,
             head_store_bytes: 2048,
+            retried: 4,
+            reconstructed: 2,
         };
         let text = render("127.0.0.1:6380", &reply);
         assert!(text.starts_with("head 127.0.0.1:6380\nnodes: 1 alive, 1 dead\n"));
@@ -248,7 +251,10 @@ mod tests {
         );
         assert!(text.contains("95.4 MiB, 0 B, 1"), "{text}");
         assert!(text.contains("  N2    10.0.0.2:4000   gpu      dead   0        nothing"));
-        assert!(text.contains("tasks: submitted=41 queued=1 running=2 succeeded=37 failed=1\n"));
+        assert!(text.contains(
+            "tasks: submitted=41 queued=1 running=2 succeeded=37 failed=1 retried=4 \
+             reconstructed=2\n"
+        ));
         assert!(text.ends_with("objects: 3 (head store 2.0 KiB)\n"));
     }
 

@@ -480,6 +480,178 @@ fn cancelled_jobs_leave_no_process_and_failures_are_reported() {
     );
 }
 
+/// A node agent is killed while its node holds the only copy of an object that a later task
+/// reads: the head declares the node lost at once (its connection dropped), makes the object
+/// again from its lineage on the other node (its freed argument first), and the task gets the
+/// exact bytes. A new agent then joins in its place.
+#[test]
+fn a_lost_node_s_objects_are_made_again_from_lineage() {
+    let mut c = Cluster::start("lineage", 2);
+    let go = c.dir.join("go");
+    let out = c.spawn_payload(
+        "cluster_lineage",
+        &["--go", go.to_str().expect("utf-8 path")],
+    );
+    let deadline = Instant::now() + PAYLOAD;
+    let node = loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if let Some(v) = text.lines().find_map(|l| l.strip_prefix("stored_on=")) {
+            break v.trim().to_string();
+        }
+        if Instant::now() > deadline {
+            c.fail("the payload never stored its object");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    c.kill_node(&node);
+    std::fs::write(&go, b"").expect("write the go file");
+    let p = c.wait_payload("cluster_lineage", &out, PAYLOAD);
+    c.check(
+        p.get(&c, "checksum_ok") == "true",
+        "the object made again has other bytes",
+    );
+    c.check(
+        p.get(&c, "remade_on") != node && p.get(&c, "checked_on") != node,
+        &format!("the object should have been made again off {node}"),
+    );
+    eprintln!(
+        "recovery after losing {node}: {} ms (node lost, 2 tasks run again, 1 MiB read)",
+        p.get(&c, "recovery_ms")
+    );
+    // The node comes back as a new agent and the cluster is whole again.
+    c.start_agent("worker-again");
+    c.wait_alive(2);
+}
+
+/// The chaos test: a 20,099-task DAG whose 10,100 large (128 KiB) intermediate objects live in
+/// the nodes' stores runs while a node agent is SIGKILLed and replaced, twice, and a worker
+/// process is SIGKILLed every 400 ms. Every round's sum must be exact. Prints the recovery time
+/// of each failure: from the kill to the next round that completes (a round normally takes the
+/// interval printed alongside).
+#[test]
+fn a_dag_stays_exact_while_nodes_and_workers_are_killed() {
+    let mut c = Cluster::start("chaos", 2);
+    let out = c.spawn_payload(
+        "chaos_dag",
+        &["--rounds", "101", "--width", "50", "--kib", "128"],
+    );
+    let unix_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64
+    };
+    let rounds_done = |out: &Path| -> Vec<u64> {
+        std::fs::read_to_string(out)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("round "))
+            .filter_map(|l| {
+                l.split_once(" done at ")?
+                    .1
+                    .strip_suffix(" ms")?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    };
+    let mut rng = XorShift(0x5eed_c4a0);
+    let mut failures: Vec<(String, u64)> = Vec::new();
+    let mut node_kills = 0;
+    let mut last_worker_kill = Instant::now();
+    let mut agents_started = 2;
+    let deadline = Instant::now() + PAYLOAD;
+    let finished = |c: &mut Cluster| {
+        let i = c.procs.iter().position(|p| p.name == "chaos_dag");
+        i.is_none_or(|i| !matches!(c.procs[i].child.try_wait(), Ok(None)))
+    };
+    while !finished(&mut c) {
+        if Instant::now() > deadline {
+            c.fail("the chaos payload did not finish in time");
+        }
+        let done = rounds_done(&out).len();
+        // Node kills once rounds 20 and 55 are done: the newest agent dies, a new one joins.
+        if (node_kills == 0 && done >= 20) || (node_kills == 1 && done >= 55) {
+            let newest = c
+                .procs
+                .iter()
+                .rfind(|p| p.name.starts_with("worker"))
+                .map(|p| std::fs::read_to_string(&p.log).unwrap_or_default())
+                .and_then(|l| {
+                    l.lines()
+                        .find_map(|x| x.strip_prefix("node ")?.split_once(" joined"))
+                        .map(|(n, _)| n.to_string())
+                });
+            let Some(node) = newest else {
+                c.fail("cannot tell which node the newest agent is")
+            };
+            let at = unix_ms();
+            c.kill_node(&node);
+            failures.push((format!("node agent {node} killed"), at));
+            node_kills += 1;
+            std::thread::sleep(Duration::from_secs(1));
+            agents_started += 1;
+            c.start_agent(&format!("worker-{agents_started}"));
+        }
+        if last_worker_kill.elapsed() >= Duration::from_millis(400) && done < 95 {
+            last_worker_kill = Instant::now();
+            let workers = c.worker_processes();
+            if !workers.is_empty() {
+                let pid = workers[(rng.next() % workers.len() as u64) as usize];
+                let at = unix_ms();
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                failures.push((format!("worker process {pid} killed"), at));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let p = c.wait_payload("chaos_dag", &out, GRACE);
+    c.check(
+        p.get(&c, "mismatches") == "0",
+        "some round's sum is not exact",
+    );
+    let tasks: u64 = p.get(&c, "tasks").parse().unwrap_or(0);
+    c.check(tasks >= 20_000, &format!("only {tasks} tasks"));
+    c.check(node_kills == 2, "both node kills should have happened");
+    let worker_kills = failures.len() - node_kills;
+    c.check(
+        worker_kills >= 3,
+        &format!("only {worker_kills} worker kills"),
+    );
+
+    // The head counts the runs: retries after lost workers, and runs that remade lost objects.
+    let (_, status, _) = c.status();
+    let counter = |name: &str| -> u64 {
+        status
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let (retried, reconstructed) = (counter("retried"), counter("reconstructed"));
+    c.check(
+        reconstructed > 0,
+        &format!("killing nodes should have made the head remake objects:\n{status}"),
+    );
+    let done = rounds_done(&out);
+    let typical = match (done.first(), done.last()) {
+        (Some(a), Some(b)) if done.len() > 1 => (b - a) / (done.len() as u64 - 1),
+        _ => 0,
+    };
+    eprintln!(
+        "chaos: {tasks} tasks in {} s, {node_kills} node kills, {worker_kills} worker kills; \
+         {retried} runs retried, {reconstructed} runs remade lost objects; a round completes \
+         every {typical} ms on average",
+        p.get(&c, "seconds")
+    );
+    for (what, at) in &failures {
+        match done.iter().find(|t| **t >= *at) {
+            Some(t) => eprintln!("  recovery after {what}: {} ms", t - at),
+            None => eprintln!("  {what}: after the last round"),
+        }
+    }
+}
+
 /// `job logs --follow` streams a running job's output until it ends; a launched node left idle
 /// longer than the pool's `--idle-timeout` is stopped (the pool has `--min-nodes 0`).
 #[test]
@@ -683,26 +855,121 @@ impl Cluster {
         c.spawn(
             "head",
             Command::new(STARLING)
-                .args(["head", "--port", "0", "--data-dir"])
+                // Killed agents are noticed at once (their connection drops); a generous
+                // heartbeat timeout keeps a loaded test machine from losing live nodes.
+                .args([
+                    "head",
+                    "--port",
+                    "0",
+                    "--heartbeat-timeout",
+                    "30",
+                    "--data-dir",
+                ])
                 .arg(&data_dir),
             Some(&head_out),
         );
         c.head = c.read_head_address(&head_out);
         for i in 1..=workers {
-            // Logs, and the binaries the node downloads, stay inside the test's directory.
-            let node_dir = c.dir.join(format!("node-{i}"));
-            c.spawn(
-                &format!("worker-{i}"),
-                Command::new(STARLING)
-                    .args(["worker", "--head", &c.head, "--num-cpus", "2", "--log-dir"])
-                    .arg(&node_dir)
-                    .arg("--cache-dir")
-                    .arg(node_dir.join("bin-cache")),
-                None,
-            );
+            c.start_agent(&format!("worker-{i}"));
         }
         c.wait_alive(workers);
         c
+    }
+
+    /// Starts a node agent with 2 CPUs, logging to `<dir>/<name>.log`; its logs and the
+    /// binaries it downloads stay under `<dir>/<name>/`.
+    fn start_agent(&mut self, name: &str) {
+        let node_dir = self.dir.join(name);
+        let head = self.head.clone();
+        self.spawn(
+            name,
+            Command::new(STARLING)
+                .args(["worker", "--head", &head, "--num-cpus", "2", "--log-dir"])
+                .arg(&node_dir)
+                .arg("--cache-dir")
+                .arg(node_dir.join("bin-cache")),
+            None,
+        );
+    }
+
+    /// SIGKILLs the agent that joined as `node` (`N2`) and forgets it (its log stays).
+    fn kill_node(&mut self, node: &str) {
+        let joined = format!("node {node} joined");
+        let Some(i) = self.procs.iter().position(|p| {
+            p.name != "head" && std::fs::read_to_string(&p.log).is_ok_and(|l| l.contains(&joined))
+        }) else {
+            self.fail(&format!("no agent joined as {node}"))
+        };
+        let mut p = self.procs.remove(i);
+        let _ = p.child.kill();
+        let _ = p.child.wait();
+    }
+
+    /// The worker processes of the agents still running (their children).
+    fn worker_processes(&self) -> Vec<u32> {
+        let agents: Vec<u32> = self
+            .procs
+            .iter()
+            .filter(|p| p.name != "head")
+            .map(|p| p.child.id())
+            .collect();
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|s| {
+                        let (_, rest) = s.rsplit_once(')')?;
+                        let mut fields = rest.split_whitespace();
+                        let state = fields.next()?;
+                        let ppid: u32 = fields.next()?.parse().ok()?;
+                        Some(state != "Z" && agents.contains(&ppid))
+                    })
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    /// Starts an example payload as a driver of this cluster without waiting for it; its stdout
+    /// goes to the returned file, its stderr to a log next to it. It is killed if still running
+    /// when the cluster drops.
+    fn spawn_payload(&mut self, example: &str, args: &[&str]) -> PathBuf {
+        let out_path = self.dir.join(format!("{example}.stdout"));
+        let bin = examples_dir().join(example);
+        let head = self.head.clone();
+        self.spawn(
+            example,
+            Command::new(&bin).args(args).env("STARLING_HEAD", &head),
+            Some(&out_path),
+        );
+        out_path
+    }
+
+    /// Waits until the payload named `name` exits; fails unless it succeeds. Returns its
+    /// `key=value` lines.
+    fn wait_payload(&mut self, name: &str, stdout: &Path, within: Duration) -> Payload {
+        let Some(i) = self.procs.iter().position(|p| p.name == name) else {
+            self.fail(&format!("no process {name}"))
+        };
+        let status = wait_within(&mut self.procs[i].child, within);
+        let text = std::fs::read_to_string(stdout).unwrap_or_default();
+        match status {
+            Some(s) if s.success() => {}
+            Some(s) => self.fail(&format!("{name} exited with {s}; stdout:\n{text}")),
+            None => self.fail(&format!("{name} did not finish within {within:?}")),
+        }
+        self.procs.remove(i);
+        Payload {
+            name: name.to_string(),
+            values: text
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .collect(),
+        }
     }
 
     /// Starts `cmd` with stderr (and stdout, unless `stdout` names a file of its own) in
@@ -714,8 +981,11 @@ impl Cluster {
             Some(path) => File::create(path).expect("create a stdout file"),
             None => err.try_clone().expect("clone a log file"),
         };
+        // The test's own environment must not leak in; a head the caller set is kept.
+        if !cmd.get_envs().any(|(k, _)| k == "STARLING_HEAD") {
+            cmd.env_remove("STARLING_HEAD");
+        }
         let child = cmd
-            .env_remove("STARLING_HEAD")
             .env_remove("STARLING_WORKER_HEAD")
             .stdin(Stdio::null())
             .stdout(out)
@@ -1130,12 +1400,16 @@ impl XorShift {
         XorShift(t | 1)
     }
 
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
     fn fill(&mut self, buf: &mut [u8]) {
         for b in buf {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            *b = self.0 as u8;
+            *b = self.next() as u8;
         }
     }
 }

@@ -769,6 +769,8 @@ impl Head {
             succeeded: stats.succeeded,
             failed: stats.failed,
             objects: g.core.object_count() as u64,
+            retried: stats.retried,
+            reconstructed: stats.reconstructed,
             head_store_bytes: g.out.values.values().map(|v| v.len() as u64).sum(),
         }
     }

@@ -206,6 +206,7 @@ async fn run_entrypoint(ctx: EntryCtx, ep: pb::Entrypoint, mut killed: oneshot::
         }
     };
     let mut cmd = Command::new(&program);
+    super::procs::die_with_agent(&mut cmd);
     cmd.args(&ep.args)
         .current_dir(&cwd)
         .env_remove("STARLING_WORKER_HEAD")

@@ -389,6 +389,28 @@ async fn kill_and_reap(mut procs: Vec<Proc>) {
     }
 }
 
+/// Makes the process `cmd` starts die (SIGKILL) when this agent dies, however it dies: a node
+/// whose agent is gone is lost, and its processes must not run on unseen. (Linux delivers the
+/// signal when the thread that started the child exits; the agent starts children from its
+/// runtime's worker threads, which live as long as the agent.)
+pub(crate) fn die_with_agent(cmd: &mut Command) {
+    let agent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec and only makes async-signal-
+    // safe calls (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The agent died before the call above: the signal will never come.
+            if libc::getppid() as u32 != agent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Spawns one worker process with its environment, its log pump and its watcher.
 async fn spawn_worker(
     config: &SpawnConfig,
@@ -398,6 +420,7 @@ async fn spawn_worker(
     tee: Option<Tee>,
 ) -> Result<(u32, Proc), AgentError> {
     let mut cmd = Command::new(binary);
+    die_with_agent(&mut cmd);
     cmd.envs(config.env.iter().map(|(k, v)| (*k, v.as_str())))
         .env(env::JOB_ID, job.0.to_string())
         .stdin(Stdio::null())
