@@ -159,4 +159,121 @@ mod tests {
         let e = anyhow::anyhow!("root").context("middle").context("outer");
         assert_eq!(one_line(&e), "outer: middle: root");
     }
+
+    /// Random command lines, built from the tool's own words and the values its parsers find
+    /// hard, must parse or give clap's error: never a panic.
+    #[test]
+    fn fuzz_command_lines_parse_or_err() {
+        use clap::CommandFactory;
+        use starling_proto::fuzz::{self, Rng};
+        Cli::command().debug_assert();
+        const WORDS: &[&str] = &[
+            "head",
+            "worker",
+            "status",
+            "job",
+            "pool",
+            "info",
+            "submit",
+            "wait",
+            "logs",
+            "list",
+            "cancel",
+            "delete",
+            "create",
+            "describe",
+            "help",
+            "--",
+            "-",
+            "-h",
+            "-V",
+            "--help",
+            "--version",
+        ];
+        const FLAGS: &[&str] = &[
+            "--head",
+            "--port",
+            "--bind",
+            "--data-dir",
+            "--num-cpus",
+            "--num-gpus",
+            "--resources",
+            "--store-cap",
+            "--log-dir",
+            "--cache-dir",
+            "--connect-timeout",
+            "--pool",
+            "--timeout",
+            "--target-instances",
+            "--min-instances",
+            "--instance-timeout",
+            "--name",
+            "--env",
+            "--entrypoint",
+            "--wait",
+            "--instance",
+            "--follow",
+            "--threads",
+            "--min-nodes",
+            "--max-nodes",
+            "--num-cpus-per-node",
+            "--idle-timeout",
+            "--external",
+        ];
+        const VALUES: &[&str] = &[
+            "",
+            "0",
+            "1",
+            "-1",
+            "1e308",
+            "1e-300",
+            "NaN",
+            "inf",
+            "-0",
+            "0.00001",
+            "86400.0001",
+            "a=b",
+            "a=1,b=2",
+            "a=1,",
+            "CPU=1",
+            "=",
+            ",",
+            "18446744073709551616",
+            "99999999999999999999",
+            "4294967296",
+            "65536",
+            "512M",
+            "16777216T",
+            "1.5G",
+            "12Q",
+            "127.0.0.1:0",
+            "[::1]:1",
+            "::",
+            "300.1.1.1",
+            "\u{e9}",
+            "\0",
+        ];
+        let mut ok = 0u64;
+        fuzz::run("cli argv", 2.0, 500, |rng: &mut Rng| {
+            let mut argv = vec!["starling".to_string()];
+            for _ in 0..rng.below(8) {
+                let word = match rng.below(5) {
+                    0 | 1 => rng.pick(WORDS).to_string(),
+                    2 => rng.pick(FLAGS).to_string(),
+                    3 => rng.pick(VALUES).to_string(),
+                    _ if rng.one_in(2) => format!("{}={}", rng.pick(FLAGS), rng.pick(VALUES)),
+                    _ => rng.string(),
+                };
+                argv.push(word);
+            }
+            match Cli::try_parse_from(&argv) {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    // Rendering the message must not panic either.
+                    let _ = e.render().to_string();
+                }
+            }
+        });
+        assert!(ok > 0, "some random command lines are valid");
+    }
 }

@@ -2,6 +2,17 @@
 //!
 //! Every argument, return value and `put` value goes through here, so the wire format of user
 //! values can change in one module.
+//!
+//! # Hostile input
+//! Decoding never trusts a length prefix. Bytes come from other processes (task arguments,
+//! results, fetched objects), so a prefix that claims 2^60 bytes must not allocate 2^60 bytes:
+//! the decoder runs with a byte budget of [`BUDGET_PER_INPUT_BYTE`] times the input's length,
+//! and every allocation bincode sizes from a prefix (strings, byte buffers) is charged to that
+//! budget first. bincode charges each decoded integer its in-memory width, and the widest (a
+//! `u128`) can take one byte on the wire, so an honest value never spends more than that; a lie
+//! is refused before it allocates, and unlike a fixed limit the budget lets a genuine 1 GiB
+//! `put` decode. Sequences and maps go through serde, which caps preallocation at 1 MiB
+//! whatever the prefix says.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -11,6 +22,20 @@ use starling_worker::store::Blob;
 use crate::error::Error;
 
 const CONFIG: bincode::config::Configuration = bincode::config::standard();
+
+/// Bytes of decoding budget per byte of input: the in-memory width of a `u128`, which bincode's
+/// varint encoding writes in as little as one byte.
+pub(crate) const BUDGET_PER_INPUT_BYTE: usize = 16;
+
+/// The decoding configuration: [`CONFIG`] with a byte limit, so bincode counts what it reads
+/// and what it is about to allocate. The limit itself is the largest possible; [`decode`]
+/// claims all of it but the budget up front, which leaves exactly the budget to spend.
+type LimitedConfig = bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<{ usize::MAX }>,
+>;
+const DECODE_CONFIG: LimitedConfig = CONFIG.with_limit::<{ usize::MAX }>();
 
 /// Encodes `value` into a buffer of exactly the encoded size: a sizing pass first, so a large
 /// value is written once instead of being copied on every growth of the buffer.
@@ -36,17 +61,57 @@ pub fn decode_shared<T: DeserializeOwned>(blob: &Blob) -> Result<T, Error> {
 /// Decodes a `T` from all of `bytes`. Byte strings are handed to the decoder borrowed, so
 /// `Bytes` can share a registered source buffer (see [`decode_shared`]).
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    use bincode::de::{BorrowDecode, Decoder, DecoderImpl};
     let err = |message: String| Error::Codec {
         op: "decode",
         type_name: std::any::type_name::<T>(),
         message,
     };
-    let (v, used) = bincode::serde::borrow_decode_from_slice::<T, _>(bytes, CONFIG)
+    let reader = bincode::de::read::SliceReader::new(bytes);
+    let mut decoder = DecoderImpl::new(reader, DECODE_CONFIG, ());
+    // The budget (see the module docs): spending more means a length prefix lied.
+    let budget = bytes.len().saturating_mul(BUDGET_PER_INPUT_BYTE);
+    decoder
+        .claim_bytes_read(usize::MAX - budget)
         .map_err(|e| err(e.to_string()))?;
-    if used != bytes.len() {
-        return Err(err(format!("{} trailing bytes", bytes.len() - used)));
+    let bincode::serde::BorrowCompat(v) =
+        bincode::serde::BorrowCompat::<T>::borrow_decode(&mut decoder).map_err(|e| {
+            err(match e {
+                bincode::error::DecodeError::LimitExceeded => format!(
+                    "a length prefix claims more than the {} bytes of the input hold",
+                    bytes.len()
+                ),
+                e => e.to_string(),
+            })
+        })?;
+    let trailing = remaining(decoder.reader());
+    if trailing != 0 {
+        return Err(err(format!("{trailing} trailing bytes")));
     }
     Ok(v)
+}
+
+/// How many bytes `reader` has left (it exposes only "are there `n` more?").
+fn remaining(reader: &mut bincode::de::read::SliceReader<'_>) -> usize {
+    use bincode::de::read::Reader;
+    if reader.peek_read(1).is_none() {
+        return 0;
+    }
+    // Binary search for the largest `n` with `n` bytes left.
+    let (mut lo, mut hi) = (1usize, 1usize);
+    while reader.peek_read(hi).is_some() {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if reader.peek_read(mid).is_some() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 #[cfg(test)]
@@ -67,9 +132,161 @@ mod tests {
                 ..
             }
         ));
+        let e = decode::<u8>(&[1, 2, 3]).unwrap_err();
+        assert!(e.to_string().contains("2 trailing bytes"), "{e}");
+    }
+
+    /// A varint prefix that claims 2^60 bytes: `0xfd` then a little-endian u64.
+    fn huge_prefix() -> Vec<u8> {
+        let mut b = vec![0xfd];
+        b.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_claimed_length_never_allocates() {
+        // Before the budget, `String` and `ByteBuf` decoding allocated the claimed length up
+        // front and the process aborted; now each is an error before any allocation.
+        let t = std::time::Instant::now();
+        let mut b = huge_prefix();
+        b.extend_from_slice(b"abc");
+        let e = decode::<String>(&b).unwrap_err();
         assert!(
-            decode::<u8>(&[1, 2]).is_err(),
-            "trailing bytes are an error"
+            e.to_string().contains("claims more than the 12 bytes"),
+            "{e}"
         );
+        assert!(decode::<Vec<String>>(&[&[1u8][..], &b].concat()).is_err());
+        assert!(decode::<(u8, String)>(&[&[7u8][..], &b].concat()).is_err());
+        assert!(decode::<crate::Bytes>(&b).is_err());
+        assert!(decode::<Vec<u8>>(&b).is_err());
+        assert!(decode::<Vec<Vec<u8>>>(&b).is_err());
+        assert!(decode::<std::collections::HashMap<String, u64>>(&b).is_err());
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "a lie is refused at once"
+        );
+        // An honest length still decodes, right up to the input's size.
+        let s = "x".repeat(300);
+        assert_eq!(decode::<String>(&encode(&s).unwrap()).unwrap(), s);
+        // The widest integers, one byte each on the wire, spend the most budget per byte.
+        let wide = vec![1u128; 1000];
+        assert_eq!(decode::<Vec<u128>>(&encode(&wide).unwrap()).unwrap(), wide);
+        let big = crate::Bytes::new(vec![5u8; 1 << 20]);
+        assert_eq!(decode::<crate::Bytes>(&encode(&big).unwrap()).unwrap(), big);
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    enum Shape {
+        Unit,
+        Point(i32, i32),
+        Named { label: String, tags: Vec<String> },
+        Nested(Box<Option<Shape>>),
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Record {
+        id: u64,
+        name: String,
+        blob: crate::Bytes,
+        scores: Vec<f64>,
+        shapes: Vec<Shape>,
+        index: std::collections::HashMap<String, Vec<u8>>,
+        parent: Option<Box<Record>>,
+    }
+
+    fn record() -> Record {
+        Record {
+            id: u64::MAX - 1,
+            name: "record".into(),
+            blob: crate::Bytes::new(vec![1, 2, 3, 0xfd]),
+            scores: vec![1.5, -0.0, f64::MAX],
+            shapes: vec![
+                Shape::Unit,
+                Shape::Point(-1, i32::MAX),
+                Shape::Named {
+                    label: "é".into(),
+                    tags: vec!["a".into(), String::new()],
+                },
+                Shape::Nested(Box::new(Some(Shape::Point(3, 4)))),
+            ],
+            index: [("k".to_string(), vec![7u8; 9])].into_iter().collect(),
+            parent: Some(Box::new(Record {
+                id: 1,
+                name: String::new(),
+                blob: crate::Bytes::default(),
+                scores: Vec::new(),
+                shapes: Vec::new(),
+                index: Default::default(),
+                parent: None,
+            })),
+        }
+    }
+
+    /// Decodes `bytes` as `T`; a value that decodes must encode again and decode back to a
+    /// value of the same encoded size (maps may reorder and a NaN is not equal to itself, so
+    /// sizes are compared, not bytes or values), so the decoder made nothing up.
+    fn check<T: serde::Serialize + DeserializeOwned>(bytes: &[u8]) -> bool {
+        match decode::<T>(bytes) {
+            Ok(v) => {
+                let again = encode(&v).expect("a decoded value encodes");
+                assert!(again.len() <= bytes.len(), "{}", std::any::type_name::<T>());
+                let back: T = decode(&again).expect("an encoded value decodes");
+                assert_eq!(encode(&back).unwrap().len(), again.len());
+                true
+            }
+            Err(Error::Codec { op: "decode", .. }) => false,
+            Err(e) => panic!("decode returned a non-codec error: {e}"),
+        }
+    }
+
+    #[test]
+    fn fuzz_decode_never_panics_or_allocates_claimed_lengths() {
+        use starling_proto::fuzz;
+        use std::collections::HashMap;
+        let seeds = vec![
+            encode(&0u8).unwrap(),
+            encode(&u64::MAX).unwrap(),
+            encode(&-5i64).unwrap(),
+            encode(&(1u32 << 20)).unwrap(),
+            encode("a string of some length").unwrap(),
+            encode(&vec![0u8, 1, 2, 250, 251, 252, 253, 254, 255]).unwrap(),
+            encode(&vec![vec![1u8; 3], vec![], vec![0xfd; 5]]).unwrap(),
+            encode(&crate::Bytes::new(vec![9; 40])).unwrap(),
+            encode(&(7u16, "x".to_string(), Some(true), 'c')).unwrap(),
+            encode(&record()).unwrap(),
+            encode(&HashMap::from([
+                (1u64, "one".to_string()),
+                (2, "two".into()),
+            ]))
+            .unwrap(),
+            encode(&Shape::Named {
+                label: "l".into(),
+                tags: vec!["t".into()],
+            })
+            .unwrap(),
+        ];
+        let mut ok = 0u64;
+        fuzz::run("codec", 3.0, 2000, |rng| {
+            let b = fuzz::mutate(rng, &seeds);
+            ok += u64::from(check::<u8>(&b));
+            ok += u64::from(check::<u64>(&b));
+            ok += u64::from(check::<i64>(&b));
+            ok += u64::from(check::<u128>(&b));
+            ok += u64::from(check::<bool>(&b));
+            ok += u64::from(check::<char>(&b));
+            ok += u64::from(check::<String>(&b));
+            ok += u64::from(check::<Vec<u8>>(&b));
+            ok += u64::from(check::<crate::Bytes>(&b));
+            ok += u64::from(check::<Vec<Vec<u8>>>(&b));
+            ok += u64::from(check::<Vec<String>>(&b));
+            ok += u64::from(check::<(u16, String, Option<bool>, char)>(&b));
+            ok += u64::from(check::<Option<Vec<u64>>>(&b));
+            ok += u64::from(check::<HashMap<u64, String>>(&b));
+            ok += u64::from(check::<HashMap<String, Vec<u8>>>(&b));
+            ok += u64::from(check::<Shape>(&b));
+            ok += u64::from(check::<Record>(&b));
+            ok += u64::from(check::<Result<u32, String>>(&b));
+        });
+        assert!(ok > 0, "some mutations decode, so values were checked too");
     }
 }

@@ -144,3 +144,97 @@ impl IntoArg<String> for &str {
         ArgValue::Value(codec::encode(self))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! `get` of an object that does not exist (an id nobody made, or one already freed) is a
+    //! typed error at once, in process and through a head; an oversized `put` from outside the
+    //! cluster's nodes is refused with the size and the limit, and the head serves on.
+
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::runtime::Config;
+
+    fn forged<T>(rt: &Runtime, id: u64) -> ObjectRef<T> {
+        ObjectRef::from_raw(ObjectId(id), rt.clone())
+    }
+
+    fn assert_lost<T: RemoteValue + std::fmt::Debug>(r: &ObjectRef<T>) {
+        let t = Instant::now();
+        let e = crate::get(r).unwrap_err();
+        assert_eq!(e, Error::ObjectLost(r.id()));
+        let e = crate::__private::block_on(r.clone()).unwrap_err();
+        assert_eq!(e, Error::ObjectLost(r.id()));
+        assert!(t.elapsed() < Duration::from_secs(5), "fails fast");
+    }
+
+    #[test]
+    fn in_process_unknown_and_freed_ids_are_lost_not_hangs() {
+        let rt = Runtime::in_process(1).unwrap();
+        let _g = rt.enter();
+        assert_lost(&forged::<u64>(&rt, 1 << 50));
+        assert_lost(&forged::<u64>(&rt, u64::MAX));
+        // A freed object: put, drop the only ref, then forge one with its id.
+        let r = crate::put(5u64).unwrap();
+        let id = r.id().0;
+        assert_eq!(crate::get(&r).unwrap(), 5);
+        drop(r);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rt.stats().objects > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_lost(&forged::<u64>(&rt, id));
+        // Real objects still resolve.
+        assert_eq!(crate::get(&crate::put(7u64).unwrap()).unwrap(), 7);
+        rt.shutdown();
+    }
+
+    #[test]
+    fn through_a_head_unknown_ids_are_lost_and_oversized_puts_refused() {
+        let io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("starling-objref-unit-{}", std::process::id()));
+        let head = io
+            .block_on(starling_scheduler::head::serve(
+                starling_scheduler::head::HeadConfig::new(
+                    "127.0.0.1:0".parse().unwrap(),
+                    dir.clone(),
+                ),
+            ))
+            .unwrap();
+        let rt = Runtime::start(Config::connect(head.addr().to_string())).unwrap();
+        let _g = rt.enter();
+        // An id of another client's range (the head says it is lost), and one of this
+        // client's range it never issued.
+        assert_lost(&forged::<u64>(&rt, (999 << 40) | 5));
+        assert_lost(&forged::<u64>(&rt, 3));
+        let mine = crate::put(1u64).unwrap();
+        assert_lost(&forged::<u64>(&rt, mine.id().0 + 1000));
+
+        // A value over the limit for a driver without a node store.
+        let big = crate::Bytes::new(vec![0u8; crate::cluster::client::MAX_MESSAGE_BYTES]);
+        match crate::put(big) {
+            Err(Error::ObjectTooLarge { size, limit }) => {
+                assert!(size > limit, "{size} > {limit}");
+                let text = Error::ObjectTooLarge { size, limit }.to_string();
+                assert!(text.contains(&size.to_string()) && text.contains(&limit.to_string()));
+            }
+            other => panic!("expected ObjectTooLarge, got {other:?}"),
+        }
+        // The session and the head serve on.
+        assert_eq!(crate::get(&mine).unwrap(), 1);
+        assert_eq!(
+            crate::get(&crate::put("after".to_string()).unwrap()).unwrap(),
+            "after"
+        );
+        drop(mine);
+        rt.shutdown();
+        drop(head);
+        drop(io);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -5,6 +5,8 @@
 //! and from their protobuf form through `From` impls (see [`wire`]). The head and node agents
 //! move task arguments and results as opaque bytes: nothing here knows a user type.
 
+#[doc(hidden)]
+pub mod fuzz;
 mod ids;
 mod resources;
 mod task;

@@ -131,14 +131,15 @@ impl ResourceSet {
         }
     }
 
-    /// Adds `other`.
+    /// Adds `other`, saturating at the largest amount: a node may announce any amount, and
+    /// an overflow must not take the head down.
     #[inline]
     pub fn add(&mut self, other: &ResourceSet) {
-        self.cpu += other.cpu;
-        self.gpu += other.gpu;
+        self.cpu = self.cpu.saturating_add(other.cpu);
+        self.gpu = self.gpu.saturating_add(other.gpu);
         for (n, u) in &other.custom {
             let cur = self.units(n);
-            self.set_units(n, cur + *u);
+            self.set_units(n, cur.saturating_add(*u));
         }
     }
 

@@ -210,6 +210,30 @@ impl TryFrom<pb::TaskFailure> for TaskFailure {
     }
 }
 
+/// Checks a path inside a directory payload (a `DirArchive` entry, or the entrypoint): it must
+/// be relative and made of plain names (`.` allowed), so that joined to the directory it stays
+/// inside. `..`, a leading `/`, an empty path and NUL bytes are refused.
+pub fn check_archive_path(path: &str) -> Result<(), DecodeError> {
+    use std::path::{Component, Path};
+    let bad = |why: &str| Err(DecodeError(format!("payload path `{path}` {why}")));
+    if path.contains('\0') {
+        return bad("contains a NUL byte");
+    }
+    let mut names = 0;
+    for c in Path::new(path).components() {
+        match c {
+            Component::Normal(_) => names += 1,
+            Component::CurDir => {}
+            Component::ParentDir => return bad("leaves the directory (`..`)"),
+            Component::RootDir | Component::Prefix(_) => return bad("is absolute"),
+        }
+    }
+    if names == 0 {
+        return bad("names no file");
+    }
+    Ok(())
+}
+
 /// Encodes a task spec as protobuf bytes.
 pub fn encode_task(t: &TaskSpec) -> Vec<u8> {
     pb::TaskSpec::from(t).encode_to_vec()
@@ -282,6 +306,26 @@ mod tests {
         let back = decode_failure(&encode_failure(&f)).unwrap();
         assert_eq!(back, f);
         assert_eq!(back.root().task, TaskId(1));
+    }
+
+    #[test]
+    fn archive_paths_stay_inside() {
+        for ok in ["run.sh", "./bin/run", "a/b/c.txt", "a/./b", "a//b"] {
+            assert!(check_archive_path(ok).is_ok(), "{ok}");
+        }
+        for (bad, says) in [
+            ("../x", "`..`"),
+            ("a/../../x", "`..`"),
+            ("a/..", "`..`"),
+            ("/etc/passwd", "absolute"),
+            ("", "names no file"),
+            (".", "names no file"),
+            ("./", "names no file"),
+            ("a\0b", "NUL"),
+        ] {
+            let e = check_archive_path(bad).unwrap_err();
+            assert!(e.0.contains(says), "{bad:?}: {e}");
+        }
     }
 
     #[test]

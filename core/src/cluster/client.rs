@@ -350,6 +350,18 @@ impl Client {
         }
     }
 
+    /// Whether waiting for `id` can end. The head pushes this client the results of its own
+    /// tasks, so an id of its range is known exactly when it was issued; for any other id,
+    /// ask the head, which sends the value or an `ObjectLost` failure (`Subscribe`).
+    pub(crate) fn knows(&self, id: ObjectId) -> bool {
+        const LOW: u64 = (1 << 40) - 1;
+        if id.0 & !LOW == self.id_base {
+            return id.0 & LOW != 0 && id.0 & LOW < self.next.load(Ordering::Relaxed);
+        }
+        self.send(client_op::Kind::Subscribe(id.0));
+        true
+    }
+
     fn next_id(&self) -> u64 {
         self.id_base | self.next.fetch_add(1, Ordering::Relaxed)
     }
@@ -426,6 +438,7 @@ impl Client {
             Lookup::Failed(f) => Poll::Ready(Err(Error::from(&*f))),
             Lookup::Pending => match self.closed_error() {
                 Some(e) => Poll::Ready(Err(e)),
+                None if !self.knows(id) => Poll::Ready(Err(Error::ObjectLost(id))),
                 None => Poll::Pending,
             },
         }
@@ -571,6 +584,10 @@ impl WaitHooks for Hooks<'_> {
 
     fn closed(&self) -> Option<Error> {
         self.client.closed_error()
+    }
+
+    fn known(&self, id: ObjectId) -> bool {
+        self.client.knows(id)
     }
 
     /// Waiting for the one task in flight (a synchronous call), spin about a round trip through

@@ -293,8 +293,40 @@ impl Engine {
             Lookup::Pending if self.shut_down.load(Ordering::SeqCst) => {
                 Poll::Ready(Err(Error::ShutDown))
             }
+            Lookup::Pending if !self.knows(id) => match self.store.lookup(id, None) {
+                Lookup::Ready(b) => Poll::Ready(Ok(b)),
+                Lookup::Failed(f) => Poll::Ready(Err(Error::from(&*f))),
+                Lookup::Pending => Poll::Ready(Err(Error::ObjectLost(id))),
+            },
             Lookup::Pending => Poll::Pending,
         }
+    }
+
+    /// Whether the scheduler has `id` (a live object, settled or not), after handling every
+    /// queued event: the `Submit` or `Put` of a ref this thread can see was queued before the
+    /// ref existed, so an id the scheduler does not know after that was never made or is
+    /// freed. Effects are applied before answering, so a failure settled by those events is in
+    /// the store when the caller looks again.
+    fn knows(&self, id: ObjectId) -> bool {
+        let (known, out) = {
+            let mut guard = self.sched.lock();
+            let Sched { core, effects } = &mut *guard;
+            let mut handled = 0;
+            while let Some(ev) = self.inbox.pop() {
+                handled += 1;
+                handle(core, effects, ev);
+            }
+            self.pending.fetch_sub(handled, Ordering::SeqCst);
+            reactor::schedule(core, effects);
+            (
+                core.object_state(id).is_some(),
+                std::mem::take(&mut effects.0),
+            )
+        };
+        self.apply(out);
+        // Events that arrived while we held the lock with `lock()` (not `try_lock`) still wait.
+        self.pump();
+        known
     }
 
     /// Blocks until `id` settles or `deadline` passes. An executor thread lends its CPUs back
@@ -410,6 +442,10 @@ impl wait::WaitHooks for Hooks<'_> {
             .shut_down
             .load(Ordering::SeqCst)
             .then_some(Error::ShutDown)
+    }
+
+    fn known(&self, id: ObjectId) -> bool {
+        self.engine.knows(id)
     }
 }
 

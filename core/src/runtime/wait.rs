@@ -23,6 +23,12 @@ pub(crate) trait WaitHooks {
     fn spin(&self) -> Duration {
         exec::WAIT_SPIN
     }
+    /// Whether `id` (not settled in the store) is an object that exists or will: `false` for
+    /// an id nobody made or one already freed, which would otherwise be waited on forever. A
+    /// backend that cannot tell here may ask for the object's fate and answer `true`.
+    fn known(&self, _id: ObjectId) -> bool {
+        true
+    }
 }
 
 fn settled(l: Lookup) -> Option<Result<Blob>> {
@@ -55,6 +61,10 @@ pub(crate) fn wait_one(
         if let Some(r) = settled(store.lookup(id, None)) {
             return r;
         }
+    }
+    if !hooks.known(id) {
+        // It may have settled meanwhile; otherwise no value will ever come.
+        return settled(store.lookup(id, None)).unwrap_or(Err(Error::ObjectLost(id)));
     }
     hooks.blocked(true);
     let waker = exec::thread_waker();

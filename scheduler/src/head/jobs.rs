@@ -65,6 +65,9 @@ pub const START_GRACE: Duration = Duration::from_secs(2);
 /// Default `instance_timeout`.
 pub const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The longest job name accepted.
+const MAX_NAME_BYTES: usize = 256;
+
 /// How long a launched node may take to join before it no longer counts as starting.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -289,6 +292,28 @@ impl Jobs {
         }
         if spec.pool.is_empty() {
             return refuse("a job needs a pool (the default pool is for drivers)".into());
+        }
+        if spec.name.len() > MAX_NAME_BYTES || spec.name.contains(char::is_control) {
+            return refuse(format!(
+                "a job name has at most {MAX_NAME_BYTES} bytes and no control characters"
+            ));
+        }
+        // The entrypoint's environment and arguments reach execve(2), which cannot carry a NUL
+        // byte, and a variable's name cannot hold `=`: refuse them here, not on a node later.
+        for (k, v) in &spec.env {
+            if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+                return refuse(format!(
+                    "environment variable `{}` is not NAME=VALUE (a name without `=`, no NUL \
+                     bytes)",
+                    k.escape_debug()
+                ));
+            }
+        }
+        if let Some(a) = spec.args.iter().find(|a| a.contains('\0')) {
+            return refuse(format!(
+                "argument `{}` contains a NUL byte",
+                a.escape_debug()
+            ));
         }
         let Some(pool) = self.pools.get(&spec.pool) else {
             let known: Vec<&str> = self.pools.keys().map(String::as_str).collect();
@@ -921,7 +946,11 @@ fn check_entrypoint(archive: &Path, entrypoint: &str) -> Result<(), String> {
     let bytes = std::fs::read(archive).map_err(|e| format!("cannot read the payload: {e}"))?;
     let dir = pb::DirArchive::decode(bytes.as_slice())
         .map_err(|_| "the payload directory is not a valid archive".to_string())?;
+    for f in &dir.files {
+        starling_proto::wire::check_archive_path(&f.path).map_err(|e| e.0)?;
+    }
     let want = entrypoint.trim_start_matches("./");
+    starling_proto::wire::check_archive_path(want).map_err(|e| format!("entrypoint: {}", e.0))?;
     match dir.files.iter().find(|f| f.path == want) {
         None => Err(format!("entrypoint `{entrypoint}` is not in the directory")),
         Some(f) if f.mode & 0o111 == 0 => {
@@ -942,5 +971,282 @@ pub(crate) fn append_log(path: &Path, data: &[u8]) {
         .open(path)
     {
         let _ = f.write_all(data);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Submit validation against random and hostile job specs: every spec is either refused
+    //! with a clear status or accepted as a job that can run.
+
+    use super::*;
+    use starling_proto::fuzz::{self, Rng};
+
+    const BINARY: &str = "00ff00ff";
+    const DIRECTORY: &str = "0a0b0c0d";
+    const BAD_DIRECTORY: &str = "0e0e0e0e";
+
+    fn setup(tag: &str) -> (PathBuf, Jobs, Outbox) {
+        let root =
+            std::env::temp_dir().join(format!("starling-jobs-unit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let bin = root.join("binaries");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join(BINARY), b"\x7fELF").unwrap();
+        let dir = |path: &str| pb::DirArchive {
+            files: vec![pb::DirFile {
+                path: path.into(),
+                mode: 0o755,
+                data: b"#!/bin/sh\n".to_vec(),
+            }],
+        };
+        std::fs::write(bin.join(DIRECTORY), dir("run.sh").encode_to_vec()).unwrap();
+        std::fs::write(bin.join(BAD_DIRECTORY), dir("../run.sh").encode_to_vec()).unwrap();
+        let (mut jobs, _) = Jobs::load(&root).unwrap();
+        let out = Outbox::default();
+        jobs.create_pool(
+            &out,
+            pb::PoolSpec {
+                name: "p".into(),
+                max_nodes: 4,
+                ..Default::default()
+            },
+            false,
+        )
+        .unwrap();
+        (root, jobs, out)
+    }
+
+    fn valid() -> pb::JobSpec {
+        pb::JobSpec {
+            pool: "p".into(),
+            payload: Some(pb::Payload {
+                kind: Some(pb::payload::Kind::Binary(BINARY.into())),
+                entrypoint: String::new(),
+            }),
+            target_instances: 2,
+            ..Default::default()
+        }
+    }
+
+    fn refusal(jobs: &mut Jobs, out: &Outbox, root: &Path, spec: pb::JobSpec) -> String {
+        let s = jobs
+            .submit(out, 1, spec, &root.join("binaries"))
+            .expect_err("refused");
+        assert!(
+            matches!(
+                s.code(),
+                tonic::Code::InvalidArgument | tonic::Code::NotFound
+            ),
+            "{s:?}"
+        );
+        s.message().to_string()
+    }
+
+    #[test]
+    fn hostile_specs_are_refused_with_a_reason() {
+        let (root, mut jobs, out) = setup("refuse");
+        let cases: Vec<(pb::JobSpec, &str)> = vec![
+            (
+                pb::JobSpec {
+                    env: [("A=B".to_string(), "v".to_string())].into(),
+                    ..valid()
+                },
+                "NAME=VALUE",
+            ),
+            (
+                pb::JobSpec {
+                    env: [(String::new(), "v".to_string())].into(),
+                    ..valid()
+                },
+                "NAME=VALUE",
+            ),
+            (
+                pb::JobSpec {
+                    env: [("K".to_string(), "a\0b".to_string())].into(),
+                    ..valid()
+                },
+                "NAME=VALUE",
+            ),
+            (
+                pb::JobSpec {
+                    args: vec!["ok".into(), "a\0b".into()],
+                    ..valid()
+                },
+                "NUL",
+            ),
+            (
+                pb::JobSpec {
+                    name: "x".repeat(10_000),
+                    ..valid()
+                },
+                "job name",
+            ),
+            (
+                pb::JobSpec {
+                    name: "two\nlines".into(),
+                    ..valid()
+                },
+                "job name",
+            ),
+            (
+                pb::JobSpec {
+                    payload: Some(pb::Payload {
+                        kind: Some(pb::payload::Kind::Directory(BAD_DIRECTORY.into())),
+                        entrypoint: "../run.sh".into(),
+                    }),
+                    ..valid()
+                },
+                "`..`",
+            ),
+            (
+                pb::JobSpec {
+                    payload: Some(pb::Payload {
+                        kind: Some(pb::payload::Kind::Directory(DIRECTORY.into())),
+                        entrypoint: "/bin/sh".into(),
+                    }),
+                    ..valid()
+                },
+                "absolute",
+            ),
+            (
+                pb::JobSpec {
+                    payload: Some(pb::Payload {
+                        kind: Some(pb::payload::Kind::Binary("../../etc/passwd".into())),
+                        entrypoint: String::new(),
+                    }),
+                    ..valid()
+                },
+                "was not uploaded",
+            ),
+            (
+                pb::JobSpec {
+                    payload: Some(pb::Payload {
+                        kind: Some(pb::payload::Kind::Binary(String::new())),
+                        entrypoint: String::new(),
+                    }),
+                    ..valid()
+                },
+                "was not uploaded",
+            ),
+            (
+                pb::JobSpec {
+                    target_instances: 0,
+                    ..valid()
+                },
+                "target_instances",
+            ),
+            (
+                pb::JobSpec {
+                    min_instances: 3,
+                    ..valid()
+                },
+                "min_instances",
+            ),
+            (
+                pb::JobSpec {
+                    target_instances: u32::MAX,
+                    ..valid()
+                },
+                "max_nodes",
+            ),
+            (
+                pb::JobSpec {
+                    pool: "nope".into(),
+                    ..valid()
+                },
+                "unknown pool",
+            ),
+        ];
+        for (spec, says) in cases {
+            let m = refusal(&mut jobs, &out, &root, spec);
+            assert!(m.contains(says), "{m:?} should say {says:?}");
+        }
+        assert!(jobs.list().is_empty(), "nothing refused was queued");
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn fuzz_submit_accepts_only_runnable_jobs() {
+        let (root, mut jobs, out) = setup("fuzz");
+        let bin = root.join("binaries");
+        let mut next = 1;
+        let mut accepted = 0u64;
+        fuzz::run("job submit", 2.0, 200, |rng: &mut Rng| {
+            let id = |rng: &mut Rng| match rng.below(5) {
+                0 => BINARY.to_string(),
+                1 => DIRECTORY.to_string(),
+                2 => BAD_DIRECTORY.to_string(),
+                3 => "f".repeat(rng.below(100)),
+                _ => rng.string(),
+            };
+            let kind = match rng.below(3) {
+                0 => Some(pb::payload::Kind::Binary(id(rng))),
+                1 => Some(pb::payload::Kind::Directory(id(rng))),
+                _ => None,
+            };
+            let small = |rng: &mut Rng| match rng.below(3) {
+                0 => rng.edgy_u64() as u32,
+                _ => rng.below(6) as u32,
+            };
+            let spec = pb::JobSpec {
+                name: rng.string(),
+                pool: rng.pick(&["p", "p", "", "nope", "p/../x"]).to_string(),
+                payload: (!rng.one_in(8)).then(|| pb::Payload {
+                    kind,
+                    entrypoint: rng
+                        .pick(&["run.sh", "./run.sh", "", "../run.sh", "/run.sh", "x"])
+                        .to_string(),
+                }),
+                args: (0..rng.below(3)).map(|_| rng.string()).collect(),
+                env: (0..rng.below(3))
+                    .map(|_| (rng.string(), rng.string()))
+                    .collect(),
+                target_instances: small(rng),
+                min_instances: small(rng),
+                instance_timeout_ms: rng.edgy_u64(),
+                input: Vec::new(),
+            };
+            let mut spec = spec;
+            let n = rng.below(16);
+            spec.input = rng.bytes(n);
+            match jobs.submit(&out, next, spec.clone(), &bin) {
+                Ok(info) => {
+                    accepted += 1;
+                    let s = info.spec.expect("a job keeps its spec");
+                    assert!(1 <= s.min_instances && s.min_instances <= s.target_instances);
+                    assert!(s.min_instances <= 4, "the pool has at most 4 nodes");
+                    assert_eq!(s.pool, "p");
+                    assert!(!s.name.is_empty() && s.name.len() <= MAX_NAME_BYTES);
+                    assert!(s
+                        .env
+                        .keys()
+                        .all(|k| !k.is_empty() && !k.contains(['=', '\0'])));
+                    assert!(s.args.iter().all(|a| !a.contains('\0')));
+                    assert!(s.instance_timeout_ms > 0);
+                    // A pending job can always be cancelled.
+                    let mut core = Core::new();
+                    let mut out = Outbox::default();
+                    jobs.cancel(&mut out, &mut core, next).unwrap();
+                    jobs.delete(next).unwrap();
+                    next += 1;
+                }
+                Err(s) => {
+                    assert!(
+                        matches!(
+                            s.code(),
+                            tonic::Code::InvalidArgument | tonic::Code::NotFound
+                        ),
+                        "{s:?}"
+                    );
+                    assert!(!s.message().is_empty());
+                }
+            }
+        });
+        assert!(
+            accepted > 0,
+            "some random specs are valid, so acceptance was checked"
+        );
+        let _ = std::fs::remove_dir_all(root);
     }
 }
