@@ -7,7 +7,7 @@
 //! ```
 //! Letters follow the anchors: a noop_tasks_async, b noop_task_sync_latency, c fanout_compute,
 //! d put_get_small, e put_get_large, f pass_large_arg, g chain, h tree_reduce,
-//! i startup/shutdown, k memory.
+//! i startup/shutdown, k memory, m many_queued (not in the default set: 1,000,000 tasks).
 
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,9 @@ struct Args {
     /// Run number, copied into every line.
     #[arg(long, default_value_t = 0)]
     run: u32,
+    /// Tasks queued at once in many_queued.
+    #[arg(long, default_value_t = 1_000_000)]
+    n_queued: usize,
 }
 
 struct Emitter {
@@ -125,6 +128,17 @@ fn rss_of(pid: u32) -> f64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+/// Peak resident memory of this process in MiB (`VmHWM`).
+fn peak_rss() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
@@ -448,6 +462,35 @@ fn main() -> Result<()> {
             dt * 1e3,
             "ms",
             json!({"tasks": N_TREE_LEAVES - 1}),
+        );
+    }
+
+    if only('m') {
+        // Everything is submitted before anything is awaited: the head queues them all. With
+        // `--engine local` the head lives in this process, so this process's peak memory bounds
+        // the head's (it also holds the driver's refs and results).
+        let before = rss_of(std::process::id());
+        let t0 = Instant::now();
+        let refs: Vec<_> = (0..args.n_queued).map(|_| noop::remote()).collect();
+        let t_sub = t0.elapsed();
+        let queued_rss = rss_of(std::process::id());
+        starling::get_all(&refs)?;
+        let dt = t0.elapsed();
+        drop(refs);
+        let peak = peak_rss();
+        let n = args.n_queued as f64;
+        e.emit(
+            "many_queued",
+            n / dt.as_secs_f64(),
+            "tasks/s",
+            json!({
+                "n": args.n_queued,
+                "submit_s": t_sub.as_secs_f64(),
+                "peak_rss_mib": peak,
+                "bytes_per_queued_task": (peak - before).max(0.0) * 1048576.0 / n,
+                "rss_when_all_queued_mib": queued_rss,
+                "what": "peak RSS of the driver process (with the head and node agent of a local cluster)",
+            }),
         );
     }
 
