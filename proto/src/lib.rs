@@ -7,6 +7,7 @@
 
 mod ids;
 mod resources;
+pub mod security;
 mod task;
 pub mod wire;
 

@@ -539,7 +539,12 @@ impl Head {
         let mut g = self.state.lock();
         let st = &mut *g;
         let node = match hello.previous_id {
-            p if p != 0 && !st.out.nodes.contains_key(&NodeId(p)) => NodeId(p),
+            // A node rejoining (after a head restart) keeps its id while no one else has it;
+            // later nodes are numbered past it so no two ever share one.
+            p if p != 0 && !st.out.nodes.contains_key(&NodeId(p)) => {
+                st.next_node = st.next_node.max(p + 1);
+                NodeId(p)
+            }
             _ => {
                 let n = NodeId(st.next_node);
                 st.next_node += 1;

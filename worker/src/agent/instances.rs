@@ -54,6 +54,8 @@ struct Entry {
 /// This node's instances of multi-node jobs.
 pub(crate) struct Instances {
     head: String,
+    /// The cluster token (and TLS trust) for the entrypoint's `starling::init()`.
+    credentials: Vec<(&'static str, String)>,
     work_root: PathBuf,
     log_dir: PathBuf,
     cache: Option<Arc<BinaryCache>>,
@@ -71,6 +73,7 @@ fn batch(kind: node_op::Kind) -> pb::NodeBatch {
 impl Instances {
     pub(crate) fn new(
         head: String,
+        credentials: Vec<(&'static str, String)>,
         work_root: PathBuf,
         log_dir: PathBuf,
         cache: Option<Arc<BinaryCache>>,
@@ -79,6 +82,7 @@ impl Instances {
     ) -> Self {
         Instances {
             head,
+            credentials,
             work_root,
             log_dir,
             cache,
@@ -111,6 +115,7 @@ impl Instances {
                 job,
                 num_instances: ji.num_instances,
                 head: self.head.clone(),
+                credentials: self.credentials.clone(),
                 work_dir: self.work_root.join(job.0.to_string()),
                 log_path: self.log_dir.join(format!("entrypoint-{job}.log")),
                 cache: self.cache.clone(),
@@ -156,6 +161,7 @@ struct EntryCtx {
     job: JobId,
     num_instances: u32,
     head: String,
+    credentials: Vec<(&'static str, String)>,
     work_dir: PathBuf,
     log_path: PathBuf,
     cache: Option<Arc<BinaryCache>>,
@@ -211,6 +217,7 @@ async fn run_entrypoint(ctx: EntryCtx, ep: pb::Entrypoint, mut killed: oneshot::
         .env_remove("STARLING_WORKER_HEAD")
         .envs(&ep.env)
         .env(env::HEAD, &ctx.head)
+        .envs(ctx.credentials.iter().map(|(k, v)| (k, v)))
         .env(env::JOB_ID, ctx.job.0.to_string())
         .env(env::INSTANCE_ID, "0")
         .env(env::NUM_INSTANCES, ctx.num_instances.to_string())
