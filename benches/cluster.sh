@@ -19,6 +19,9 @@ pids+=($!)
 for _ in $(seq 100); do [ -s "$dir/head.out" ] && break; sleep 0.1; done
 addr=$(head -n1 "$dir/head.out")
 [ -n "$addr" ] || { echo "head did not start; see $dir/head.log" >&2; exit 1; }
+# Every process below presents the cluster token the head wrote.
+export STARLING_TOKEN
+STARLING_TOKEN=$(cat "$dir/head/token")
 for n in 1 2; do
   "$bin/starling" worker --head "$addr" --num-cpus 1 --log-dir "$dir/logs-$n" \
     --cache-dir "$dir/cache-$n" 2>"$dir/agent-$n.log" &

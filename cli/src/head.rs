@@ -1,5 +1,8 @@
 //! `starling head`: runs the head (the scheduler behind gRPC) in the foreground.
 //!
+//! The head requires the cluster token on every call: it reuses `DATA_DIR/token` or writes a
+//! fresh random one there (mode 0600) at start; nodes it launches get it in their environment.
+//!
 //! The first line of stdout is the address to connect to and nothing else, flushed at once, so
 //! scripts and tests can start a head on port 0 and read where it listens; everything meant for
 //! people goes to stderr. The head runs until SIGINT or SIGTERM (then it closes every stream, so
@@ -14,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use starling_proto::security::{ServerTls, Token, TLS_CA_ENV, TOKEN_ENV, TOKEN_FILE};
 use starling_scheduler::head::{self, HeadConfig};
 
 /// The port `starling head` listens on by default (and the one the README uses).
@@ -36,6 +40,13 @@ pub struct HeadArgs {
     /// made again from their lineage. A node whose connection drops is lost at once.
     #[arg(long, value_name = "SECS", value_parser = parse_heartbeat_timeout, default_value = "5")]
     heartbeat_timeout: Duration,
+    /// Serve TLS with this certificate chain (PEM); clients then need --tls-ca or
+    /// STARLING_TLS_CA.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn parse_heartbeat_timeout(s: &str) -> Result<Duration, String> {
@@ -67,10 +78,22 @@ pub fn run(args: HeadArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the I/O runtime")?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(ServerTls::read(cert, key).context("cannot read the TLS certificate or key")?)
+        }
+        _ => None,
+    };
+    // Nodes this head launches trust what its clients trust, or its own certificate (a
+    // self-signed certificate is its own CA).
+    let launch_ca = std::env::var_os(TLS_CA_ENV)
+        .map(PathBuf::from)
+        .or_else(|| args.tls_cert.clone());
     let outcome = rt.block_on(serve(
         SocketAddr::new(args.bind, args.port),
         data_dir.clone(),
         args.heartbeat_timeout,
+        tls.map(|t| (t, launch_ca)),
     ));
     if scratch {
         let _ = std::fs::remove_dir_all(&data_dir);
@@ -78,10 +101,32 @@ pub fn run(args: HeadArgs) -> Result<()> {
     outcome
 }
 
-async fn serve(bind: SocketAddr, data_dir: PathBuf, heartbeat_timeout: Duration) -> Result<()> {
+async fn serve(
+    bind: SocketAddr,
+    data_dir: PathBuf,
+    heartbeat_timeout: Duration,
+    tls: Option<(ServerTls, Option<PathBuf>)>,
+) -> Result<()> {
     let mut config = HeadConfig::new(bind, data_dir.clone());
     config.heartbeat_timeout = heartbeat_timeout;
-    let launcher = std::sync::Arc::new(LocalLauncher::new(data_dir.join("launched"))?);
+    let token = Token::load_or_create(&data_dir).context("cannot set up the cluster token")?;
+    let token_path = data_dir.join(TOKEN_FILE);
+    config.token = Some(token.clone());
+    config.token_hint = format!(
+        "pass --token-file {} or set {TOKEN_ENV}",
+        token_path.display()
+    );
+    let (tls, launch_ca) = match tls {
+        Some((t, ca)) => (Some(t), ca),
+        None => (None, None),
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    config.tls = tls;
+    let launcher = std::sync::Arc::new(LocalLauncher::new(
+        data_dir.join("launched"),
+        token,
+        launch_ca,
+    )?);
     config.launcher = Some(launcher.clone());
     let mut handle = head::serve(config).await.context("cannot start the head")?;
     let addr = handle.addr();
@@ -93,9 +138,12 @@ async fn serve(bind: SocketAddr, data_dir: PathBuf, heartbeat_timeout: Duration)
             .context("cannot write the address to stdout")?;
     }
     eprintln!(
-        "starling head listening on {addr} (data in {}); join with `starling worker --head \
-         {connect}`, drive with STARLING_HEAD={connect}; stop with Ctrl-C",
-        data_dir.display()
+        "starling head listening on {addr} ({scheme}, data in {}); join with `starling worker \
+         --head {connect} --token-file {}`, drive with STARLING_HEAD={connect} and \
+         {TOKEN_ENV}=$(cat {}); stop with Ctrl-C",
+        data_dir.display(),
+        token_path.display(),
+        token_path.display()
     );
     let stopped_by = tokio::select! {
         signal = crate::shutdown_signal() => Some(signal?),
@@ -118,16 +166,21 @@ async fn serve(bind: SocketAddr, data_dir: PathBuf, heartbeat_timeout: Duration)
 struct LocalLauncher {
     exe: PathBuf,
     dir: PathBuf,
+    /// Passed to every node it starts.
+    token: Token,
+    tls_ca: Option<PathBuf>,
     children: Mutex<HashMap<u32, std::process::Child>>,
     next: std::sync::atomic::AtomicU64,
 }
 
 impl LocalLauncher {
-    fn new(dir: PathBuf) -> Result<Self> {
+    fn new(dir: PathBuf, token: Token, tls_ca: Option<PathBuf>) -> Result<Self> {
         let exe = std::env::current_exe().context("cannot find the starling executable")?;
         Ok(LocalLauncher {
             exe,
             dir,
+            token,
+            tls_ca,
             children: Mutex::new(HashMap::new()),
             next: std::sync::atomic::AtomicU64::new(0),
         })
@@ -179,9 +232,14 @@ impl head::Launcher for LocalLauncher {
             .arg("--log-dir")
             .arg(dir.join("logs"))
             .env_remove("STARLING_WORKER_HEAD")
+            // The environment, not the command line: other users can read `ps`.
+            .env(TOKEN_ENV, self.token.expose())
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err);
+        if let Some(ca) = &self.tls_ca {
+            cmd.env(TLS_CA_ENV, ca);
+        }
         if pool.num_cpus_per_node > 0 {
             cmd.arg("--num-cpus")
                 .arg(pool.num_cpus_per_node.to_string());

@@ -19,6 +19,8 @@ pub struct HeadArg {
     /// The head (host:port).
     #[arg(long, value_name = "ADDR", env = "STARLING_HEAD", global = true)]
     head: Option<String>,
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
 }
 
 impl HeadArg {
@@ -26,7 +28,8 @@ impl HeadArg {
         let Some(addr) = &self.head else {
             bail!("no head given: pass --head ADDR or set STARLING_HEAD");
         };
-        JobClient::connect(addr).with_context(|| format!("cannot reach the head at {addr}"))
+        JobClient::with_config(&self.auth.config(addr)?)
+            .with_context(|| format!("cannot reach the head at {addr}"))
     }
 }
 

@@ -8,9 +8,11 @@
 //! - `starling info`: start an in-process runtime and report what this build offers.
 //!
 //! Client commands take the head from `--head` or, without it, from `STARLING_HEAD` (the same
-//! variable payloads read to connect). Errors are one line on stderr, `error: ...` with the
+//! variable payloads read to connect), and the cluster token from `--token-file` or
+//! `STARLING_TOKEN`. Errors are one line on stderr, `error: ...` with the
 //! chain of causes, and a non-zero exit code.
 
+mod auth;
 mod head;
 mod job;
 mod parse;
@@ -42,7 +44,8 @@ enum Command {
     Head(head::HeadArgs),
     /// Run a node agent that joins a head and runs worker processes for its jobs.
     ///
-    /// Stops on Ctrl-C or SIGTERM (exit code 0) or when the head is lost (exit code 1).
+    /// Stops on Ctrl-C or SIGTERM (exit code 0), or with exit code 1 when the head is lost and
+    /// does not come back within --reconnect-timeout.
     Worker(worker::WorkerArgs),
     /// Print a head's nodes, task counters and objects.
     Status(status::StatusArgs),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use starling_proto::pb;
-use tonic::transport::Endpoint;
+use starling_proto::security::Credentials;
 
 use crate::parse;
 
@@ -22,6 +22,8 @@ pub struct StatusArgs {
     /// Seconds to wait for the head's answer.
     #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "5")]
     timeout: Duration,
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
 }
 
 pub fn run(args: StatusArgs) -> Result<()> {
@@ -29,24 +31,17 @@ pub fn run(args: StatusArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the I/O runtime")?;
-    let reply = rt.block_on(fetch(&args.head, args.timeout))?;
+    let creds = args.auth.credentials()?;
+    let reply = rt.block_on(fetch(&args.head, &creds, args.timeout))?;
     print!("{}", render(&args.head, &reply));
     Ok(())
 }
 
-/// The head's address as a URI (`host:port` gets `http://`).
-pub fn head_uri(addr: &str) -> String {
-    if addr.starts_with("http://") || addr.starts_with("https://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    }
-}
-
 /// Calls `Status` on the head at `addr`, all within `timeout`.
-pub async fn fetch(addr: &str, timeout: Duration) -> Result<pb::StatusReply> {
-    let endpoint = Endpoint::from_shared(head_uri(addr))
-        .map_err(|e| anyhow!("`{addr}` is not a head address (host:port): {}", root(&e)))?
+pub async fn fetch(addr: &str, creds: &Credentials, timeout: Duration) -> Result<pb::StatusReply> {
+    let endpoint = creds
+        .endpoint(addr)
+        .map_err(|e| anyhow!("{}", root(&e)))?
         .connect_timeout(timeout)
         .timeout(timeout);
     let unreachable = |why: String| anyhow!("head at {addr} is unreachable: {why}");
@@ -55,12 +50,15 @@ pub async fn fetch(addr: &str, timeout: Duration) -> Result<pb::StatusReply> {
             .connect()
             .await
             .map_err(|e| unreachable(root(&e)))?;
-        pb::head_client::HeadClient::new(channel)
+        pb::head_client::HeadClient::new(creds.intercept(channel))
             .status(pb::StatusRequest { job: 0 })
             .await
             .map(tonic::Response::into_inner)
             .map_err(|s| match s.code() {
                 tonic::Code::Unavailable | tonic::Code::Cancelled => unreachable(root(&s)),
+                tonic::Code::Unauthenticated => {
+                    anyhow!("head at {addr} refused the connection: {}", s.message())
+                }
                 code => anyhow!(
                     "head at {addr} refused the status request ({code:?}): {}",
                     s.message()
@@ -277,7 +275,11 @@ mod tests {
         let addr = format!("127.0.0.1:{port}");
         let t0 = std::time::Instant::now();
         let e = rt
-            .block_on(fetch(&addr, Duration::from_secs(5)))
+            .block_on(fetch(
+                &addr,
+                &Credentials::default(),
+                Duration::from_secs(5),
+            ))
             .unwrap_err();
         assert!(t0.elapsed() < Duration::from_secs(5));
         let msg = format!("{e:#}");
@@ -286,7 +288,11 @@ mod tests {
             "{msg}"
         );
         let e = rt
-            .block_on(fetch("a b:1", Duration::from_secs(1)))
+            .block_on(fetch(
+                "a b:1",
+                &Credentials::default(),
+                Duration::from_secs(1),
+            ))
             .unwrap_err();
         assert!(format!("{e:#}").contains("not a head address"), "{e:#}");
     }

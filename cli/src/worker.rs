@@ -3,8 +3,9 @@
 //! The agent registers this host with the head, starts the worker processes the head asks for
 //! (each job's own binary, downloaded from the head), serves this node's objects to other
 //! nodes, and keeps the node store under its cap. It runs until SIGINT or SIGTERM (a clean
-//! stop, exit code 0) or until the head is lost (exit code 1): a node without its head can do
-//! nothing useful, and a supervisor restarting it is the right place to retry.
+//! stop, exit code 0) or until the head is lost for longer than `--reconnect-timeout` (exit
+//! code 1): a head restarting on the same address gets the node back (its worker processes are
+//! stopped, and started again as the new head asks).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,6 +53,12 @@ pub struct WorkerArgs {
     /// Seconds to keep trying to reach the head before giving up.
     #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "10")]
     connect_timeout: Duration,
+    /// Seconds to keep trying to register again after losing the head (a head restarting on
+    /// the same address) before exiting with an error.
+    #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "60")]
+    reconnect_timeout: Duration,
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
 }
 
 impl WorkerArgs {
@@ -66,8 +73,11 @@ impl WorkerArgs {
         set
     }
 
-    fn config(&self) -> AgentConfig {
+    fn config(&self) -> Result<AgentConfig> {
         let mut config = AgentConfig::new(self.head.clone(), self.resources());
+        config.credentials = self.auth.credentials()?;
+        config.reconnect_timeout = self.reconnect_timeout;
+        config.log_to_stderr = true;
         config.pool.clone_from(&self.pool);
         if let Some(cap) = self.store_cap {
             config.store_cap_bytes = cap;
@@ -79,7 +89,7 @@ impl WorkerArgs {
             config.cache_dir.clone_from(dir);
         }
         config.connect_timeout = self.connect_timeout;
-        config
+        Ok(config)
     }
 }
 
@@ -93,7 +103,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
 }
 
 async fn serve(args: WorkerArgs) -> Result<()> {
-    let config = args.config();
+    let config = args.config()?;
     let (log_dir, resources) = (config.log_dir.clone(), config.resources.clone());
     let mut agent = agent::start(config).await.map_err(|e| match e {
         AgentError::HeadUnreachable { addr } => anyhow!(
@@ -101,6 +111,9 @@ async fn serve(args: WorkerArgs) -> Result<()> {
              running there?)",
             args.connect_timeout.as_secs_f64()
         ),
+        AgentError::Unauthenticated { addr, message } => {
+            anyhow!("head at {addr} refused this node: {message}")
+        }
         other => anyhow::Error::new(other).context("cannot join the cluster"),
     })?;
     eprintln!(
@@ -119,14 +132,14 @@ async fn serve(args: WorkerArgs) -> Result<()> {
         },
         log_dir.display()
     );
-    let node = agent.node_id();
     let stopped_by = tokio::select! {
         signal = crate::shutdown_signal() => Some(signal?),
         lost = agent.wait() => {
-            lost.with_context(|| format!("node {node} stopped"))?;
+            lost.with_context(|| format!("node {} stopped", agent.node_id()))?;
             None
         }
     };
+    let node = agent.node_id();
     match stopped_by {
         Some(signal) => {
             eprintln!("node {node}: {signal}, stopping its worker processes");
@@ -175,7 +188,7 @@ mod tests {
             "/tmp/c",
         ])
         .unwrap();
-        let c = w.config();
+        let c = w.config().unwrap();
         assert_eq!(c.head, "127.0.0.1:1");
         assert_eq!(c.resources.get("CPU"), 2.0);
         assert_eq!(c.resources.get("GPU"), 0.5);
@@ -190,7 +203,7 @@ mod tests {
 
     #[test]
     fn defaults_to_every_core() {
-        let c = parse(&[]).unwrap().config();
+        let c = parse(&[]).unwrap().config().unwrap();
         let cores = std::thread::available_parallelism().unwrap().get() as f64;
         assert_eq!(c.resources.get("CPU"), cores);
         assert_eq!(c.resources.get("GPU"), 0.0);

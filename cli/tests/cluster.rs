@@ -190,21 +190,203 @@ fn garbage_on_the_head_port_does_not_stop_it() {
 }
 
 #[test]
-fn a_worker_exits_with_an_error_when_the_head_dies() {
-    let mut c = Cluster::start("headloss", 1);
+fn a_worker_rejoins_a_restarted_head_and_gives_up_on_a_dead_one() {
+    let mut c = Cluster::start_with("headloss", 1, &["--reconnect-timeout", "5"], false);
+    // A job running across the restart, on a node the head launched.
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "p",
+        "--max-nodes",
+        "1",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    let payload = c.script_payload("sleepy", "echo started; sleep 120");
+    let out = c.cli_ok(&[
+        "job",
+        "submit",
+        "--pool",
+        "p",
+        "--entrypoint",
+        "run.sh",
+        &payload,
+    ]);
+    let id = out.lines().next().unwrap_or_default().trim().to_string();
+    let deadline = Instant::now() + STARTUP;
+    while !c.cli_ok(&["job", "status", &id]).contains("RUNNING") {
+        if Instant::now() > deadline {
+            c.fail(&format!("job {id} did not start within {STARTUP:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let began = Instant::now();
+    c.restart_head();
+    c.wait_alive(1);
+    eprintln!(
+        "the agent rejoined {:?} after the head restart began",
+        began.elapsed()
+    );
+    let out = c.run("cluster_dag", &["10"]);
+    c.check(
+        out.get(&c, "sum") == (0..10u64).sum::<u64>().to_string(),
+        "wrong sum on the rejoined node",
+    );
+    let status = c.cli_ok(&["job", "status", &id]);
+    c.check(
+        status.contains("FAILED") && status.contains("head restarted"),
+        &format!("a job running across the restart should fail with \"head restarted\":\n{status}"),
+    );
+    let log = std::fs::read_to_string(&c.procs[1].log).unwrap_or_default();
+    c.check(
+        log.contains("lost the head") && log.contains("registered again as N1"),
+        "the worker did not log losing the head and registering again",
+    );
+
+    // The head goes away for good: the agent gives up after its reconnect timeout.
     c.procs[0].child.kill().expect("kill the head");
+    let lost = Instant::now();
     let Some(status) = wait_within(&mut c.procs[1].child, STARTUP) else {
-        c.fail("the worker kept running after its head died")
+        c.fail("the worker kept running after its head died for good")
     };
     c.check(
         status.code() == Some(1),
         &format!("the worker exited with {status}, expected code 1"),
     );
+    c.check(
+        lost.elapsed() >= Duration::from_secs(4),
+        &format!(
+            "the worker gave up after {:?}, before its reconnect timeout",
+            lost.elapsed()
+        ),
+    );
     let log = std::fs::read_to_string(&c.procs[1].log).unwrap_or_default();
     c.check(
-        log.contains("error: node N1 stopped: lost the head at"),
-        "the worker did not say it lost the head",
+        log.contains("error: node N1 stopped: lost the head at")
+            && log.contains("no head took the node back within 5s")
+            && log.contains("reconnect attempt 1 "),
+        "the worker did not say it lost the head for good",
     );
+}
+
+#[test]
+fn the_cluster_token_is_required_and_kept_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start("token", 1);
+    let mode = std::fs::metadata(&c.token_file)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or(0);
+    c.check(mode == 0o600, &format!("the token file has mode {mode:o}"));
+    let wrong = c.dir.join("wrong-token");
+    std::fs::write(&wrong, "not-the-token\n").expect("write a token file");
+    let hint = format!(
+        "missing or wrong cluster token: pass --token-file {}",
+        c.token_file.display()
+    );
+    for (what, file) in [("no token", None), ("a wrong token", Some(&wrong))] {
+        let mut cmd = Command::new(STARLING);
+        cmd.args(["status", "--head", &c.head])
+            .env_remove("STARLING_TOKEN");
+        if let Some(f) = file {
+            cmd.arg("--token-file").arg(f);
+        }
+        let (st, _, err) =
+            output_within(&mut cmd, Duration::from_secs(15)).unwrap_or_else(|e| c.fail(&e));
+        c.check(
+            st.code() == Some(1) && err.contains(&hint),
+            &format!("status with {what}: {st}: {err}"),
+        );
+        let mut cmd = Command::new(STARLING);
+        cmd.args(["job", "--head", &c.head, "list"])
+            .env_remove("STARLING_TOKEN");
+        if let Some(f) = file {
+            cmd.arg("--token-file").arg(f);
+        }
+        let (st, _, err) =
+            output_within(&mut cmd, Duration::from_secs(15)).unwrap_or_else(|e| c.fail(&e));
+        c.check(
+            st.code() == Some(1) && err.contains(&hint),
+            &format!("job list with {what}: {st}: {err}"),
+        );
+    }
+    let (st, _, err) = output_within(
+        Command::new(STARLING)
+            .args(["worker", "--head", &c.head, "--token-file"])
+            .arg(&wrong)
+            .env_remove("STARLING_TOKEN"),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|e| c.fail(&e));
+    c.check(
+        st.code() == Some(1) && err.contains(&format!("refused this node: {hint}")),
+        &format!("a worker with a wrong token: {st}: {err}"),
+    );
+    // A driver with the wrong token gets a typed error, not a hang.
+    let (st, out, err) = output_within(
+        Command::new(examples_dir().join("cluster_dag"))
+            .arg("4")
+            .env("STARLING_HEAD", &c.head)
+            .env("STARLING_TOKEN", "not-the-token"),
+        PAYLOAD,
+    )
+    .unwrap_or_else(|e| c.fail(&e));
+    c.check(
+        !st.success() && format!("{out}{err}").contains("missing or wrong cluster token"),
+        &format!("a driver with a wrong token: {st}: {out}{err}"),
+    );
+    // With the token, all of them work.
+    c.cli_ok(&["job", "list"]);
+    let out = c.run("cluster_dag", &["4"]);
+    c.check(out.get(&c, "sum") == "6", "wrong sum with the token");
+    c.assert_running();
+}
+
+#[test]
+fn tls_carries_the_cluster_traffic() {
+    let c = Cluster::start_with("tls", 1, &[], true);
+    let out = c.run("cluster_dag", &["10"]);
+    c.check(out.get(&c, "sum") == "45", "wrong sum over TLS");
+    c.cli_ok(&["job", "list"]);
+    // A client that does not trust the head's CA cannot talk to it.
+    let (st, _, err) = output_within(
+        Command::new(STARLING)
+            .args([
+                "status",
+                "--head",
+                &format!("https://{}", c.head),
+                "--token-file",
+            ])
+            .arg(&c.token_file)
+            .env_remove("STARLING_TLS_CA"),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|e| c.fail(&e));
+    c.check(
+        st.code() == Some(1) && err.contains("needs a CA to trust"),
+        &format!("status without the CA: {st}: {err}"),
+    );
+    // Nor can a plain-text client.
+    let (st, _, err) = output_within(
+        Command::new(STARLING)
+            .args([
+                "status",
+                "--head",
+                &c.head,
+                "--timeout",
+                "3",
+                "--token-file",
+            ])
+            .arg(&c.token_file)
+            .env_remove("STARLING_TLS_CA"),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|e| c.fail(&e));
+    c.check(
+        !st.success(),
+        &format!("plain text reached a TLS head: {err}"),
+    );
+    c.assert_running();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -809,6 +991,13 @@ struct Cluster {
     dir: PathBuf,
     /// The head's address, as its first line of stdout gave it.
     head: String,
+    /// The head's token file (`head-data/token`), passed to every process with `--token-file`
+    /// or, for payloads, as `STARLING_TOKEN`.
+    token_file: PathBuf,
+    /// With TLS: the CA every client trusts (`--tls-ca`, `STARLING_TLS_CA`).
+    tls_ca: Option<PathBuf>,
+    /// Extra flags of the agents.
+    worker_args: Vec<String>,
     /// The head first, then the agents.
     procs: Vec<Proc>,
 }
@@ -833,6 +1022,12 @@ impl Cluster {
     /// Starts a head on a free port and `workers` agents with 2 CPUs each, and waits until the
     /// head reports them all alive.
     fn start(name: &str, workers: usize) -> Cluster {
+        Cluster::start_with(name, workers, &[], false)
+    }
+
+    /// [`start`](Self::start) with extra agent flags, and with TLS if `tls` (the test
+    /// certificates under `tests/certs`).
+    fn start_with(name: &str, workers: usize, worker_args: &[&str], tls: bool) -> Cluster {
         // Build the payloads first: a build failure is not a cluster failure.
         examples_dir();
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -845,29 +1040,19 @@ impl Cluster {
             ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the test directory");
+        let data_dir = dir.join("head-data");
+        let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
         let mut c = Cluster {
             dir,
             head: String::new(),
+            token_file: data_dir.join("token"),
+            tls_ca: tls.then(|| certs.join("ca.pem")),
+            worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
             procs: Vec::new(),
         };
         let head_out = c.dir.join("head.stdout");
-        let data_dir = c.dir.join("head-data");
-        c.spawn(
-            "head",
-            Command::new(STARLING)
-                // Killed agents are noticed at once (their connection drops); a generous
-                // heartbeat timeout keeps a loaded test machine from losing live nodes.
-                .args([
-                    "head",
-                    "--port",
-                    "0",
-                    "--heartbeat-timeout",
-                    "30",
-                    "--data-dir",
-                ])
-                .arg(&data_dir),
-            Some(&head_out),
-        );
+        let mut cmd = c.head_command(&data_dir, 0);
+        c.spawn("head", &mut cmd, Some(&head_out));
         c.head = c.read_head_address(&head_out);
         for i in 1..=workers {
             c.start_agent(&format!("worker-{i}"));
@@ -880,16 +1065,13 @@ impl Cluster {
     /// binaries it downloads stay under `<dir>/<name>/`.
     fn start_agent(&mut self, name: &str) {
         let node_dir = self.dir.join(name);
-        let head = self.head.clone();
-        self.spawn(
-            name,
-            Command::new(STARLING)
-                .args(["worker", "--head", &head, "--num-cpus", "2", "--log-dir"])
-                .arg(&node_dir)
-                .arg("--cache-dir")
-                .arg(node_dir.join("bin-cache")),
-            None,
-        );
+        let mut cmd = self.command(&["worker", "--head", &self.head, "--num-cpus", "2"]);
+        cmd.arg("--log-dir")
+            .arg(&node_dir)
+            .arg("--cache-dir")
+            .arg(node_dir.join("bin-cache"))
+            .args(&self.worker_args);
+        self.spawn(name, &mut cmd, None);
     }
 
     /// SIGKILLs the agent that joined as `node` (`N2`) and forgets it (its log stays).
@@ -939,12 +1121,14 @@ impl Cluster {
     fn spawn_payload(&mut self, example: &str, args: &[&str]) -> PathBuf {
         let out_path = self.dir.join(format!("{example}.stdout"));
         let bin = examples_dir().join(example);
-        let head = self.head.clone();
-        self.spawn(
-            example,
-            Command::new(&bin).args(args).env("STARLING_HEAD", &head),
-            Some(&out_path),
-        );
+        let mut cmd = Command::new(&bin);
+        cmd.args(args)
+            .env("STARLING_HEAD", &self.head)
+            .env("STARLING_TOKEN", self.token());
+        if let Some(ca) = &self.tls_ca {
+            cmd.env("STARLING_TLS_CA", ca);
+        }
+        self.spawn(example, &mut cmd, Some(&out_path));
         out_path
     }
 
@@ -970,6 +1154,46 @@ impl Cluster {
                 .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
                 .collect(),
         }
+    }
+
+    /// `starling head` on `port` (0: any) with this cluster's data directory and TLS.
+    fn head_command(&self, data_dir: &Path, port: u16) -> Command {
+        let mut cmd = Command::new(STARLING);
+        // Killed agents are noticed at once (their connection drops); a generous heartbeat
+        // timeout keeps a loaded test machine from losing live nodes.
+        cmd.args(["head", "--port", &port.to_string()])
+            .args(["--heartbeat-timeout", "30", "--data-dir"])
+            .arg(data_dir);
+        if self.tls_ca.is_some() {
+            let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
+            cmd.arg("--tls-cert")
+                .arg(certs.join("server.pem"))
+                .arg("--tls-key")
+                .arg(certs.join("server.key"));
+        }
+        cmd
+    }
+
+    /// `starling <args..>` with this cluster's credentials: `--token-file` and, with TLS,
+    /// `--tls-ca` (after `args[0]`, the subcommand).
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(STARLING);
+        cmd.args(&args[..1])
+            .arg("--token-file")
+            .arg(&self.token_file);
+        if let Some(ca) = &self.tls_ca {
+            cmd.arg("--tls-ca").arg(ca);
+        }
+        cmd.args(&args[1..]).env_remove("STARLING_TOKEN");
+        cmd
+    }
+
+    /// The cluster token, as the head wrote it.
+    fn token(&self) -> String {
+        std::fs::read_to_string(&self.token_file)
+            .unwrap_or_else(|e| self.fail(&format!("cannot read the token file: {e}")))
+            .trim()
+            .to_string()
     }
 
     /// Starts `cmd` with stderr (and stdout, unless `stdout` names a file of its own) in
@@ -1044,7 +1268,7 @@ impl Cluster {
     /// Runs `starling status` against this cluster's head.
     fn status(&self) -> (ExitStatus, String, String) {
         output_within(
-            Command::new(STARLING).args(["status", "--head", &self.head, "--timeout", "5"]),
+            &mut self.command(&["status", "--head", &self.head, "--timeout", "5"]),
             Duration::from_secs(15),
         )
         .unwrap_or_else(|e| self.fail(&format!("starling status: {e}")))
@@ -1068,9 +1292,14 @@ impl Cluster {
         let out_path = self.dir.join(format!("{example}-{k}.stdout"));
         let err_path = self.dir.join(format!("{example}-{k}.log"));
         let bin = examples_dir().join(example);
-        let mut child = Command::new(&bin)
-            .args(args)
+        let mut cmd = Command::new(&bin);
+        cmd.args(args)
             .env("STARLING_HEAD", &self.head)
+            .env("STARLING_TOKEN", self.token());
+        if let Some(ca) = &self.tls_ca {
+            cmd.env("STARLING_TLS_CA", ca);
+        }
+        let mut child = cmd
             .env_remove("STARLING_WORKER_HEAD")
             .stdin(Stdio::null())
             .stdout(File::create(&out_path).expect("create a stdout file"))
@@ -1097,14 +1326,10 @@ impl Cluster {
     /// Runs `starling <args> --head <head>`: status, stdout, stderr.
     fn cli(&self, args: &[&str]) -> (ExitStatus, String, String) {
         // `--head` right after `job`/`pool`: anything after `--` belongs to the payload.
-        output_within(
-            Command::new(STARLING)
-                .args(&args[..1])
-                .args(["--head", &self.head])
-                .args(&args[1..]),
-            PAYLOAD,
-        )
-        .unwrap_or_else(|e| self.fail(&format!("starling {args:?}: {e}")))
+        let mut full = vec![args[0], "--head", &self.head];
+        full.extend_from_slice(&args[1..]);
+        output_within(&mut self.command(&full), PAYLOAD)
+            .unwrap_or_else(|e| self.fail(&format!("starling {args:?}: {e}")))
     }
 
     /// Like [`cli`](Self::cli), failing unless it succeeds; returns stdout.
@@ -1129,27 +1354,35 @@ impl Cluster {
         dir.to_string_lossy().into_owned()
     }
 
-    /// Stops the head (SIGTERM) and starts a new one on the same data directory.
+    /// Stops the head (SIGTERM) and starts a new one on the same data directory and port, so
+    /// agents and drivers find it where the old one was.
     fn restart_head(&mut self) {
         signal(&self.procs[0].child, "TERM");
         if wait_within(&mut self.procs[0].child, GRACE).is_none() {
             self.fail("the head did not stop on SIGTERM");
         }
+        let port: u16 = self
+            .head
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| self.fail("the head address has no port"));
+        static RESTARTS: AtomicU64 = AtomicU64::new(2);
+        let name = format!("head{}", RESTARTS.fetch_add(1, Ordering::Relaxed));
         let old = self.procs.remove(0);
-        let head_out = self.dir.join("head2.stdout");
+        let head_out = self.dir.join(format!("{name}.stdout"));
         let data_dir = self.dir.join("head-data");
-        self.spawn(
-            "head2",
-            Command::new(STARLING)
-                .args(["head", "--port", "0", "--data-dir"])
-                .arg(&data_dir),
-            Some(&head_out),
-        );
+        let mut cmd = self.head_command(&data_dir, port);
+        self.spawn(&name, &mut cmd, Some(&head_out));
         // The new head goes first, as the harness expects.
         let new = self.procs.pop().expect("just spawned");
         self.procs.insert(0, new);
         drop(old);
-        self.head = self.read_head_address(&head_out);
+        let addr = self.read_head_address(&head_out);
+        self.check(
+            addr == self.head,
+            &format!("the restarted head listens on {addr}, not {}", self.head),
+        );
     }
 
     /// Fails unless every process of the cluster is still running (nothing crashed).

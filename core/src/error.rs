@@ -113,6 +113,16 @@ pub enum Error {
         /// The head's reason.
         message: String,
     },
+    /// The head (or a node) refused this client's cluster token: none was given, or the wrong
+    /// one. Pass the token with `Config::token`, or set `STARLING_TOKEN` (the head keeps it in
+    /// `DATA_DIR/token`).
+    #[error("head at {addr} refused the connection: {why}")]
+    Unauthenticated {
+        /// The head's address.
+        addr: String,
+        /// The head's reason.
+        why: String,
+    },
     /// The connection to the head was lost.
     #[error("connection to the head at {addr} was lost: {why}")]
     HeadLost {
@@ -156,6 +166,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error for a call that `addr` answered with `status`: [`Error::Unauthenticated`]
+    /// for a refused token, [`Error::Refused`] otherwise.
+    pub(crate) fn from_status(addr: &str, status: &tonic::Status) -> Error {
+        match status.code() {
+            tonic::Code::Unauthenticated => Error::Unauthenticated {
+                addr: addr.to_string(),
+                why: status.message().to_string(),
+            },
+            _ => Error::Refused {
+                addr: addr.to_string(),
+                message: status.message().to_string(),
+            },
+        }
+    }
+
     /// The error at the end of an [`Error::UpstreamFailed`] chain.
     pub fn root_cause(&self) -> &Error {
         match self {

@@ -22,10 +22,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use starling_proto::pb;
+use starling_proto::security::AuthChannel;
 use starling_proto::NodeId;
-use tonic::transport::Channel;
 
 use crate::error::{Error, Result};
+use crate::runtime::{Config, Mode};
 
 /// The environment variable that names the head for clients and job payloads.
 pub const HEAD_ENV: &str = "STARLING_HEAD";
@@ -287,7 +288,7 @@ impl From<pb::PoolInfo> for PoolInfo {
 struct Inner {
     addr: String,
     rt: tokio::runtime::Runtime,
-    head: pb::head_client::HeadClient<Channel>,
+    head: pb::head_client::HeadClient<AuthChannel>,
 }
 
 /// A connection to a head for managing jobs and pools. Cheap to clone.
@@ -303,28 +304,43 @@ impl fmt::Debug for JobClient {
 }
 
 impl JobClient {
-    /// Connects to the head at `addr` (`host:port`).
+    /// Connects to the head at `addr` (`host:port`), with the cluster token from
+    /// `STARLING_TOKEN` (and TLS when `STARLING_TLS_CA` names a CA).
     pub fn connect(addr: &str) -> Result<JobClient> {
+        JobClient::with_config(&Config::connect(addr))
+    }
+
+    /// Connects as `config` says: its address ([`Config::connect`]), token and TLS CA
+    /// ([`Config::token`], [`Config::tls_ca`], else the environment's) and connect timeout.
+    pub fn with_config(config: &Config) -> Result<JobClient> {
+        let Mode::Connect(addr) = &config.mode else {
+            return Err(Error::JobRequest(
+                "a job client needs a head address: use Config::connect(addr)".into(),
+            ));
+        };
+        let creds = config.credentials()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::Startup(format!("cannot start an I/O runtime: {e}")))?;
-        let uri = crate::cluster::head_uri(addr);
         let channel = rt.block_on(crate::cluster::client::connect_channel(
-            &uri,
+            &creds,
             addr,
-            Duration::from_secs(10),
+            config.connect_timeout,
         ))?;
         let head = pb::head_client::HeadClient::new(channel)
             .max_decoding_message_size(crate::cluster::client::MAX_MESSAGE_BYTES)
             .max_encoding_message_size(crate::cluster::client::MAX_MESSAGE_BYTES);
-        Ok(JobClient {
+        let client = JobClient {
             inner: Arc::new(Inner {
                 addr: addr.to_string(),
                 rt,
                 head,
             }),
-        })
+        };
+        // One cheap call, so a missing or wrong token is reported here, not on first use.
+        client.call(|mut h| async move { h.list_pools(pb::Empty {}).await })?;
+        Ok(client)
     }
 
     /// Connects to the head named by `STARLING_HEAD`.
@@ -340,7 +356,7 @@ impl JobClient {
         &self.inner.addr
     }
 
-    fn call<T, F>(&self, f: impl FnOnce(pb::head_client::HeadClient<Channel>) -> F) -> Result<T>
+    fn call<T, F>(&self, f: impl FnOnce(pb::head_client::HeadClient<AuthChannel>) -> F) -> Result<T>
     where
         F: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
@@ -354,6 +370,7 @@ impl JobClient {
                     addr: self.inner.addr.clone(),
                     why: s.message().to_string(),
                 },
+                tonic::Code::Unauthenticated => Error::from_status(&self.inner.addr, &s),
                 _ => Error::JobRequest(s.message().to_string()),
             })
     }

@@ -206,7 +206,9 @@ mod tests {
                 ),
             ))
             .unwrap();
-        let rt = Runtime::start(Config::connect(head.addr().to_string())).unwrap();
+        let rt =
+            Runtime::start(Config::connect(head.addr().to_string()).token(head.token().expose()))
+                .unwrap();
         let _g = rt.enter();
         // An id of another client's range (the head says it is lost), and one of this
         // client's range it never issued.

@@ -9,6 +9,7 @@
 pub mod fuzz;
 mod ids;
 mod resources;
+pub mod security;
 mod task;
 pub mod wire;
 

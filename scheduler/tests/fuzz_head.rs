@@ -10,7 +10,8 @@ use std::time::Duration;
 use prost::Message;
 use starling_proto::fuzz::{self, Rng};
 use starling_proto::pb::{self, client_op, node_op};
-use starling_scheduler::head::{serve, ClientTx, HeadConfig, MAX_MESSAGE_BYTES};
+use starling_proto::security::{AuthChannel, Credentials};
+use starling_scheduler::head::{serve, ClientTx, HeadConfig, HeadHandle, MAX_MESSAGE_BYTES};
 use tokio_stream::StreamExt;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -176,10 +177,7 @@ async fn hostile_batches_never_panic_the_head() {
         let head = serve(HeadConfig::new("127.0.0.1:0".parse().unwrap(), dir.clone()))
             .await
             .unwrap();
-        let addr = head.addr();
-        let mut c = pb::head_client::HeadClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+        let mut c = client(&head).await;
 
         // A node agent, attached over gRPC, whose batches the test makes up.
         let (node_tx, node_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -308,10 +306,7 @@ async fn an_oversized_message_is_refused_and_the_head_keeps_serving() {
         let head = serve(HeadConfig::new("127.0.0.1:0".parse().unwrap(), dir.clone()))
             .await
             .unwrap();
-        let mut c = pb::head_client::HeadClient::connect(format!("http://{}", head.addr()))
-            .await
-            .unwrap()
-            .max_encoding_message_size(usize::MAX);
+        let mut c = client(&head).await.max_encoding_message_size(usize::MAX);
         // A job spec whose input alone is over the head's limit.
         let spec = pb::JobSpec {
             pool: "p".into(),
@@ -329,9 +324,7 @@ async fn an_oversized_message_is_refused_and_the_head_keeps_serving() {
         );
         // Served afterwards, on the same connection and on a new one.
         c.status(pb::StatusRequest { job: 0 }).await.unwrap();
-        let mut fresh = pb::head_client::HeadClient::connect(format!("http://{}", head.addr()))
-            .await
-            .unwrap();
+        let mut fresh = client(&head).await;
         let jobs = fresh.list_jobs(pb::Empty {}).await.unwrap().into_inner();
         assert!(jobs.jobs.is_empty());
         head.shutdown().await;
@@ -339,4 +332,19 @@ async fn an_oversized_message_is_refused_and_the_head_keeps_serving() {
     })
     .await
     .expect("bounded");
+}
+
+/// A gRPC client of `head` that carries its cluster token.
+async fn client(head: &HeadHandle) -> pb::head_client::HeadClient<AuthChannel> {
+    let creds = Credentials {
+        token: Some(head.token().clone()),
+        tls_ca: None,
+    };
+    let channel = creds
+        .endpoint(&head.addr().to_string())
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect");
+    pb::head_client::HeadClient::new(creds.intercept(channel))
 }

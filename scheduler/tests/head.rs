@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use starling_proto::pb::{self, client_op, head_op};
+use starling_proto::security::{AuthChannel, Credentials, Token};
 use starling_scheduler::head::{serve, HeadConfig};
 use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
@@ -26,12 +27,34 @@ fn hello(version: u32) -> pb::ClientBatch {
     }
 }
 
-async fn client(
+/// The token the tests' heads require.
+const TOKEN: &str = "test-token-0123";
+
+fn config(dir: &std::path::Path) -> HeadConfig {
+    let mut c = HeadConfig::new("127.0.0.1:0".parse().unwrap(), dir.to_path_buf());
+    c.token = Some(Token::parse(TOKEN).unwrap());
+    c
+}
+
+async fn client_with(
     addr: std::net::SocketAddr,
-) -> pb::head_client::HeadClient<tonic::transport::Channel> {
-    pb::head_client::HeadClient::connect(format!("http://{addr}"))
+    token: Option<&str>,
+) -> pb::head_client::HeadClient<AuthChannel> {
+    let creds = Credentials {
+        token: token.map(|t| Token::parse(t).unwrap()),
+        tls_ca: None,
+    };
+    let channel = creds
+        .endpoint(&addr.to_string())
+        .unwrap()
+        .connect()
         .await
-        .expect("connect")
+        .expect("connect");
+    pb::head_client::HeadClient::new(creds.intercept(channel))
+}
+
+async fn client(addr: std::net::SocketAddr) -> pb::head_client::HeadClient<AuthChannel> {
+    client_with(addr, Some(TOKEN)).await
 }
 
 /// Opens a session with `first` as the first batch and returns the head's first reply.
@@ -61,9 +84,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 async fn bad_clients_are_refused_and_good_ones_still_served() {
     tokio::time::timeout(LIMIT, async {
         let dir = temp_dir("refuse");
-        let head = serve(HeadConfig::new("127.0.0.1:0".parse().unwrap(), dir.clone()))
-            .await
-            .unwrap();
+        let head = serve(config(&dir)).await.unwrap();
         let addr = head.addr();
 
         // A client of another protocol version.
@@ -115,9 +136,7 @@ async fn bad_clients_are_refused_and_good_ones_still_served() {
 async fn a_malformed_task_is_refused_with_a_clear_status() {
     tokio::time::timeout(LIMIT, async {
         let dir = temp_dir("malformed");
-        let head = serve(HeadConfig::new("127.0.0.1:0".parse().unwrap(), dir.clone()))
-            .await
-            .unwrap();
+        let head = serve(config(&dir)).await.unwrap();
         let mut batch = hello(starling_proto::PROTOCOL_VERSION);
         // A task without a function name.
         batch.ops.push(pb::ClientOp {
@@ -129,6 +148,48 @@ async fn a_malformed_task_is_refused_with_a_clear_status() {
         let err = open(head.addr(), batch).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().contains("function name"), "{}", err.message());
+        head.shutdown().await;
+        let _ = std::fs::remove_dir_all(dir);
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test]
+async fn calls_without_the_cluster_token_are_refused() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = temp_dir("token");
+        let mut cfg = config(&dir);
+        cfg.token_hint = "pass --token-file X".into();
+        let head = serve(cfg).await.unwrap();
+        let addr = head.addr();
+        for token in [None, Some("wrong-token")] {
+            let err = client_with(addr, token)
+                .await
+                .status(pb::StatusRequest { job: 0 })
+                .await
+                .unwrap_err();
+            assert_eq!(err.code(), tonic::Code::Unauthenticated, "{token:?}");
+            assert_eq!(
+                err.message(),
+                "missing or wrong cluster token: pass --token-file X"
+            );
+            // Streams too: the check runs before any method.
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tx.send(hello(starling_proto::PROTOCOL_VERSION)).unwrap();
+            let err = client_with(addr, token)
+                .await
+                .session(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+                .await
+                .unwrap_err();
+            assert_eq!(err.code(), tonic::Code::Unauthenticated);
+        }
+        assert_eq!(head.token(), &Token::parse(TOKEN).unwrap());
+        client(addr)
+            .await
+            .status(pb::StatusRequest { job: 0 })
+            .await
+            .expect("the right token is accepted");
         head.shutdown().await;
         let _ = std::fs::remove_dir_all(dir);
     })

@@ -321,6 +321,10 @@ fn config(head: &Head, root: &Path, worker: Option<PathBuf>) -> AgentConfig {
         object_bind: "127.0.0.1:0".parse().expect("socket address"),
         heartbeat: Duration::from_millis(100),
         connect_timeout: Duration::from_secs(5),
+        // The fake head takes one registration only: a lost head stays lost.
+        reconnect_timeout: Duration::from_millis(500),
+        credentials: Default::default(),
+        log_to_stderr: false,
     }
 }
 

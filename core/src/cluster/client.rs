@@ -8,8 +8,13 @@
 //! # Invariants
 //! - The head subscribes the submitter of a task to its result, so every `ObjectRef` this
 //!   client made settles in the local store without a request.
-//! - Once the session ends, every current and future wait fails with `HeadLost` (or
-//!   `ShutDown` after [`Client::shutdown`]); nothing waits forever.
+//! - Once the session ends, every current wait fails with `HeadLost` (or `ShutDown` after
+//!   [`Client::shutdown`]); nothing waits forever. A worker process's session is its life; a
+//!   driver's next call opens a new session (after a head restart), and objects of the lost
+//!   session that never settled keep failing with the `HeadLost` that ended it.
+//! - Ids are never reused across sessions: the id counter runs on, so an id of a lost session
+//!   can always be told from the current session's (`is_stale`).
+//! - Every call carries the cluster token ([`Credentials`]).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -20,7 +25,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use starling_proto::pb::{self, client_op, head_op, object_value};
-use starling_proto::{FailureKind, JobId, NodeId, ObjectId, TaskFailure, TaskId, WorkerId};
+use starling_proto::security::{AuthChannel, Credentials};
+use starling_proto::{
+    FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId,
+};
 use starling_worker::store::{Blob, Lookup, ObjectStore};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
@@ -63,11 +71,28 @@ pub(crate) trait Owned: Send + Sync {
 
 pub(crate) struct Client {
     addr: String,
+    creds: Credentials,
     sink: Sink,
     store: ObjectStore,
-    id_base: u64,
+    /// The current session's id base (the head's `Welcome`).
+    id_base: AtomicU64,
     next: AtomicU64,
-    job: JobId,
+    job: AtomicU64,
+    /// Drivers: how to open a new session after the head was lost (`None`: never again).
+    redial: Mutex<Option<Redial>>,
+    /// Set while a driver has no session; `lost` says why.
+    lost_flag: AtomicBool,
+    lost: Mutex<Option<Error>>,
+    /// Why the last lost session ended (the error of its unsettled objects).
+    last_loss: Mutex<Option<Error>>,
+    /// Counter values below this belong to lost sessions (0: no session was ever lost).
+    epoch_start: AtomicU64,
+    /// The id bases of every session this client had.
+    bases: Mutex<Vec<u64>>,
+    /// One reconnection at a time.
+    reconnecting: Mutex<()>,
+    /// This client, for the reader task of a new session.
+    me: OnceLock<std::sync::Weak<Client>>,
     pub worker: Option<WorkerId>,
     local: Option<LocalStore>,
     closed: OnceLock<Error>,
@@ -128,6 +153,15 @@ impl Stream for Batcher {
     }
 }
 
+/// What a driver needs to open a new session: the connect timeout.
+#[derive(Clone)]
+struct Redial {
+    timeout: Duration,
+}
+
+/// The low bits of an id that count up within a client; the head's id base fills the rest.
+const COUNTER_MASK: u64 = (1 << 40) - 1;
+
 /// What a new session is for.
 pub(crate) struct SessionKind {
     pub hello: pb::Hello,
@@ -148,64 +182,42 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 impl Client {
     /// Joins the cluster at `addr` as a driver: uploads this binary, then opens a session.
     pub fn connect_driver(addr: &str, config: &Config) -> Result<Arc<Client>> {
+        let creds = config.credentials()?;
         let rt = runtime()?;
-        let build = rt.block_on(upload_binary(addr, config.connect_timeout))?;
+        let build = rt.block_on(upload_binary(addr, &creds, config.connect_timeout))?;
         let hello = driver_hello(build);
         let kind = SessionKind {
             hello,
             local: None,
             runs: None,
         };
-        let client = Client::connect(addr, kind, rt.handle().clone(), config.connect_timeout)?;
+        let client = Client::connect(
+            addr,
+            creds,
+            kind,
+            rt.handle().clone(),
+            config.connect_timeout,
+        )?;
         *client.own_runtime.lock() = Some(rt);
+        *client.redial.lock() = Some(Redial {
+            timeout: config.connect_timeout,
+        });
         Ok(client)
     }
 
     /// Opens a session with the head at `addr` on the runtime `rt`.
     pub fn connect(
         addr: &str,
+        creds: Credentials,
         kind: SessionKind,
         rt: tokio::runtime::Handle,
         timeout: Duration,
     ) -> Result<Arc<Client>> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(pb::ClientOp {
-            kind: Some(client_op::Kind::Hello(kind.hello)),
-        });
-        let uri = super::head_uri(addr);
-        let addr_s = addr.to_string();
-        let (welcome, incoming) = rt.block_on(async move {
-            let channel = connect_channel(&uri, &addr_s, timeout).await?;
-            let mut head = pb::head_client::HeadClient::new(channel)
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES);
-            let refused = |s: tonic::Status| Error::Refused {
-                addr: addr_s.clone(),
-                message: s.message().to_string(),
-            };
-            let mut incoming = head
-                .session(Batcher(rx))
-                .await
-                .map_err(refused)?
-                .into_inner();
-            let first = incoming.message().await.map_err(refused)?;
-            let mut ops = first.map(|b| b.ops).unwrap_or_default().into_iter();
-            let welcome = ops
-                .next()
-                .and_then(|op| match op.kind {
-                    Some(head_op::Kind::Welcome(w)) => Some(w),
-                    _ => None,
-                })
-                .ok_or_else(|| Error::Refused {
-                    addr: addr_s.clone(),
-                    message: "the head did not welcome the session".into(),
-                })?;
-            // The welcome may share its batch with the first tasks for a worker.
-            let rest: Vec<pb::HeadOp> = ops.collect();
-            Ok::<_, Error>((welcome, (rest, Box::pin(incoming) as Incoming)))
-        })?;
+        let (tx, welcome, incoming) =
+            rt.block_on(open_stream(addr, &creds, kind.hello, timeout))?;
         Ok(Client::start(
             addr,
+            creds,
             Sink::Grpc(RwLock::new(Some(tx))),
             welcome,
             incoming,
@@ -219,6 +231,7 @@ impl Client {
     /// calls, replies come through a channel, no socket on either way.
     pub fn connect_local(
         addr: &str,
+        creds: Credentials,
         head: HeadService,
         hello: pb::Hello,
         local: Option<LocalStore>,
@@ -229,11 +242,9 @@ impl Client {
         let inbox = Arc::new(LocalInbox::default());
         let deliver = inbox.clone();
         let tx = ClientTx::Direct(Arc::new(move |batch: pb::HeadBatch| deliver.deliver(batch)));
-        let refused = |s: tonic::Status| Error::Refused {
-            addr: addr.to_string(),
-            message: s.message().to_string(),
-        };
-        let id = head.open_local_session(&hello, tx).map_err(refused)?;
+        let id = head
+            .open_local_session(&hello, tx)
+            .map_err(|s| Error::from_status(addr, &s))?;
         let mut early = inbox.early.lock();
         let welcome = match early.first().and_then(|op| op.kind.clone()) {
             Some(head_op::Kind::Welcome(w)) => w,
@@ -252,7 +263,16 @@ impl Client {
         };
         // No stream: a local session ends only when this client shuts down.
         let none: Incoming = Box::pin(tokio_stream::pending());
-        let client = Client::start(addr, sink, welcome, (Vec::new(), none), local, None, rt);
+        let client = Client::start(
+            addr,
+            creds,
+            sink,
+            welcome,
+            (Vec::new(), none),
+            local,
+            None,
+            rt,
+        );
         let _ = inbox.client.set(Arc::downgrade(&client));
         for op in early.drain(..) {
             client.handle_op(op, None);
@@ -261,8 +281,10 @@ impl Client {
         Ok(client)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn start(
         addr: &str,
+        creds: Credentials,
         sink: Sink,
         welcome: pb::Welcome,
         incoming: (Vec<pb::HeadOp>, Incoming),
@@ -272,11 +294,20 @@ impl Client {
     ) -> Arc<Client> {
         let client = Arc::new(Client {
             addr: addr.to_string(),
+            creds,
             sink,
             store: ObjectStore::new(),
-            id_base: welcome.id_base,
+            id_base: AtomicU64::new(welcome.id_base),
             next: AtomicU64::new(1),
-            job: JobId(welcome.job),
+            job: AtomicU64::new(welcome.job),
+            redial: Mutex::new(None),
+            lost_flag: AtomicBool::new(false),
+            lost: Mutex::new(None),
+            last_loss: Mutex::new(None),
+            epoch_start: AtomicU64::new(0),
+            bases: Mutex::new(vec![welcome.id_base]),
+            reconnecting: Mutex::new(()),
+            me: OnceLock::new(),
             worker: (welcome.worker != 0).then_some(WorkerId(welcome.worker)),
             local,
             closed: OnceLock::new(),
@@ -290,12 +321,17 @@ impl Client {
             own_runtime: Mutex::new(None),
         });
         let weak = Arc::downgrade(&client);
+        let _ = client.me.set(weak.clone());
         rt.spawn(read_loop(weak, incoming, runs));
         client
     }
 
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    pub fn credentials(&self) -> &Credentials {
+        &self.creds
     }
 
     pub fn local_store(&self) -> Option<&LocalStore> {
@@ -355,7 +391,7 @@ impl Client {
     /// ask the head, which sends the value or an `ObjectLost` failure (`Subscribe`).
     pub(crate) fn knows(&self, id: ObjectId) -> bool {
         const LOW: u64 = (1 << 40) - 1;
-        if id.0 & !LOW == self.id_base {
+        if id.0 & !LOW == self.id_base.load(Ordering::Acquire) {
             return id.0 & LOW != 0 && id.0 & LOW < self.next.load(Ordering::Relaxed);
         }
         self.send(client_op::Kind::Subscribe(id.0));
@@ -363,7 +399,7 @@ impl Client {
     }
 
     fn next_id(&self) -> u64 {
-        self.id_base | self.next.fetch_add(1, Ordering::Relaxed)
+        self.id_base.load(Ordering::Acquire) | self.next.fetch_add(1, Ordering::Relaxed)
     }
 
     fn close(&self, e: Error) {
@@ -374,14 +410,118 @@ impl Client {
         if self.shut_down.load(Ordering::SeqCst) {
             return Some(Error::ShutDown);
         }
-        self.closed.get().cloned()
+        if let Some(e) = self.closed.get() {
+            return Some(e.clone());
+        }
+        if self.lost_flag.load(Ordering::Acquire) {
+            return self.lost.lock().clone();
+        }
+        None
+    }
+
+    /// Whether `id` was made in a session that was lost (it will never settle).
+    fn is_stale(&self, id: ObjectId) -> bool {
+        let epoch = self.epoch_start.load(Ordering::Acquire);
+        epoch != 0
+            && (id.0 & COUNTER_MASK) < epoch
+            && self.bases.lock().contains(&(id.0 & !COUNTER_MASK))
+    }
+
+    /// The error of a wait for `id`: the client's, or that of the lost session `id` was made in.
+    fn wait_error(&self, id: ObjectId) -> Option<Error> {
+        self.closed_error().or_else(|| {
+            (self.is_stale(id) && !self.store.is_settled(id)).then(|| {
+                self.last_loss.lock().clone().unwrap_or(Error::HeadLost {
+                    addr: self.addr.clone(),
+                    why: "the session that made this object was lost".into(),
+                })
+            })
+        })
+    }
+
+    /// The session ended: fail current waits; a driver's next call opens a new one.
+    fn session_lost(&self, e: Error) {
+        if self.redial.lock().is_none() {
+            self.close(e);
+            return;
+        }
+        if let Sink::Grpc(out) = &self.sink {
+            drop(out.write().take());
+        }
+        *self.lost.lock() = Some(e);
+        self.in_flight.store(0, Ordering::Relaxed);
+        self.lost_flag.store(true, Ordering::Release);
+    }
+
+    /// A driver without a session opens a new one (the head restarted). Errors are those of
+    /// connecting; they also stay the error of waits until a later call connects.
+    fn ensure_session(&self) -> Result<()> {
+        if !self.lost_flag.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _one = self.reconnecting.lock();
+        if !self.lost_flag.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if self.shut_down.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown);
+        }
+        let Some(redial) = self.redial.lock().clone() else {
+            return Err(self.closed_error().unwrap_or(Error::ShutDown));
+        };
+        let (addr, creds) = (self.addr.clone(), self.creds.clone());
+        let fut = async move {
+            let build = upload_binary(&addr, &creds, redial.timeout).await?;
+            open_stream(&addr, &creds, driver_hello(build), redial.timeout).await
+        };
+        // Called from user threads; block on a fresh thread in case it is an I/O thread.
+        let handle = self.rt.clone();
+        let opened = std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())
+            .unwrap_or_else(|_| Err(Error::Startup("reconnect thread panicked".into())));
+        let (tx, welcome, incoming) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                *self.lost.lock() = Some(e.clone());
+                return Err(e);
+            }
+        };
+        // Everything made so far belongs to lost sessions.
+        self.epoch_start
+            .store(self.next.load(Ordering::Acquire), Ordering::Release);
+        self.bases.lock().push(welcome.id_base);
+        self.id_base.store(welcome.id_base, Ordering::Release);
+        self.job.store(welcome.job, Ordering::Release);
+        if let Sink::Grpc(out) = &self.sink {
+            *out.write() = Some(tx);
+        }
+        *self.last_loss.lock() = self.lost.lock().take();
+        self.lost_flag.store(false, Ordering::Release);
+        if let Some(me) = self.me.get() {
+            self.rt.spawn(read_loop(me.clone(), incoming, None));
+        }
+        Ok(())
     }
 
     pub fn submit(&self, function: &'static str, args: ArgsBuilder, o: TaskOptions) -> ObjectId {
+        // A failed reconnect leaves the error to the wait for this task's result.
+        let _ = self.ensure_session();
         let id = TaskId(self.next_id());
         let object = ObjectId::from(id);
         let owner = self as *const Client as usize;
-        match prepare_call(self.registry, owner, id, function, args, o, self.job) {
+        let job = JobId(self.job.load(Ordering::Acquire));
+        match prepare_call(self.registry, owner, id, function, args, o, job) {
+            Ok((spec, _)) if spec.args.iter().any(|a| self.arg_is_stale(a)) => {
+                let lost = spec.args.iter().find_map(|a| match a {
+                    TaskArg::Object(o) if self.is_stale(*o) => Some(*o),
+                    _ => None,
+                });
+                let failure = TaskFailure {
+                    task: id,
+                    attempt: 0,
+                    kind: FailureKind::ObjectLost(lost.unwrap_or(object)),
+                };
+                self.store.fail(object, Arc::new(failure));
+            }
             Ok((spec, keep)) => {
                 self.in_flight.fetch_add(1, Ordering::Relaxed);
                 self.send(client_op::Kind::Submit((&spec).into()));
@@ -392,7 +532,13 @@ impl Client {
         object
     }
 
+    /// An argument made in a lost session: the new head never heard of it.
+    fn arg_is_stale(&self, arg: &TaskArg) -> bool {
+        matches!(arg, TaskArg::Object(o) if self.is_stale(*o))
+    }
+
     pub fn put(&self, bytes: Vec<u8>) -> Result<ObjectId> {
+        self.ensure_session()?;
         if self.local.is_none() && bytes.len() > MAX_PUT_BYTES {
             return Err(Error::ObjectTooLarge {
                 size: bytes.len() as u64,
@@ -436,7 +582,7 @@ impl Client {
         match self.store.lookup(id, Some(waker)) {
             Lookup::Ready(b) => Poll::Ready(Ok(b)),
             Lookup::Failed(f) => Poll::Ready(Err(Error::from(&*f))),
-            Lookup::Pending => match self.closed_error() {
+            Lookup::Pending => match self.wait_error(id) {
                 Some(e) => Poll::Ready(Err(e)),
                 None if !self.knows(id) => Poll::Ready(Err(Error::ObjectLost(id))),
                 None => Poll::Pending,
@@ -445,7 +591,7 @@ impl Client {
     }
 
     pub fn wait_object(&self, id: ObjectId, deadline: Option<Instant>) -> Result<Blob> {
-        wait::wait_one(&self.store, id, deadline, &Hooks::new(self))
+        wait::wait_one(&self.store, id, deadline, &Hooks::new(self, &[id]))
     }
 
     pub fn wait_many(
@@ -454,11 +600,17 @@ impl Client {
         num_returns: usize,
         timeout: Option<Duration>,
     ) -> Vec<bool> {
-        wait::wait_many(&self.store, ids, num_returns, timeout, &Hooks::new(self))
+        wait::wait_many(
+            &self.store,
+            ids,
+            num_returns,
+            timeout,
+            &Hooks::new(self, ids),
+        )
     }
 
     pub fn cancel(&self, id: ObjectId, force: bool) -> Result<()> {
-        if let Some(e) = self.closed_error() {
+        if let Some(e) = self.wait_error(id) {
             return Err(e);
         }
         let t = id.task().0;
@@ -492,19 +644,16 @@ impl Client {
 
     /// The head's status report.
     pub fn status(&self) -> Result<pb::StatusReply> {
-        let job = self.job.0;
-        let uri = super::head_uri(&self.addr);
+        let job = self.job.load(Ordering::Acquire);
         let addr = self.addr.clone();
+        let creds = self.creds.clone();
         let fut = async move {
-            let channel = connect_channel(&uri, &addr, Duration::from_secs(5)).await?;
+            let channel = connect_channel(&creds, &addr, Duration::from_secs(5)).await?;
             pb::head_client::HeadClient::new(channel)
                 .status(pb::StatusRequest { job })
                 .await
                 .map(|r| r.into_inner())
-                .map_err(|s| Error::Refused {
-                    addr,
-                    message: s.message().to_string(),
-                })
+                .map_err(|s| Error::from_status(&addr, &s))
         };
         // Status can be asked from inside the I/O runtime's threads (never in practice) or from
         // user threads; block on a fresh thread to be safe in both.
@@ -557,14 +706,17 @@ impl Client {
 struct Hooks<'a> {
     client: &'a Client,
     blocking_task: bool,
+    /// What is waited for.
+    ids: &'a [ObjectId],
 }
 
 impl<'a> Hooks<'a> {
-    fn new(client: &'a Client) -> Self {
+    fn new(client: &'a Client, ids: &'a [ObjectId]) -> Self {
         let owner = client as *const Client as usize;
         Hooks {
             client,
             blocking_task: exec::current_worker(owner).is_some(),
+            ids,
         }
     }
 }
@@ -583,7 +735,9 @@ impl WaitHooks for Hooks<'_> {
     }
 
     fn closed(&self) -> Option<Error> {
-        self.client.closed_error()
+        self.client
+            .closed_error()
+            .or_else(|| self.ids.iter().find_map(|id| self.client.wait_error(*id)))
     }
 
     fn known(&self, id: ObjectId) -> bool {
@@ -605,31 +759,86 @@ impl WaitHooks for Hooks<'_> {
 /// How long a synchronous wait spins for its one result.
 const SYNC_WAIT_SPIN: Duration = Duration::from_micros(300);
 
-/// Connects to the head, retrying until `timeout`.
+/// Connects to the head, retrying until `timeout`; every call on the channel carries the
+/// cluster token.
 pub(crate) async fn connect_channel(
-    uri: &str,
+    creds: &Credentials,
     addr: &str,
     timeout: Duration,
-) -> Result<tonic::transport::Channel> {
+) -> Result<AuthChannel> {
     let unreachable = |why: String| Error::HeadUnreachable {
         addr: addr.to_string(),
         why,
     };
-    let endpoint = tonic::transport::Endpoint::from_shared(uri.to_string())
-        .map_err(|e| unreachable(format!("bad address: {e}")))?
+    let endpoint = creds
+        .endpoint(addr)
+        .map_err(|e| unreachable(e.to_string()))?
         .tcp_nodelay(true)
         .connect_timeout(timeout.min(Duration::from_secs(2)));
     let deadline = Instant::now() + timeout;
     loop {
         match endpoint.connect().await {
-            Ok(c) => return Ok(c),
+            Ok(c) => return Ok(creds.intercept(c)),
             Err(e) if Instant::now() >= deadline => {
-                let why = format!("no answer within {timeout:?} ({e})");
+                let why = format!("no answer within {timeout:?} ({})", root_cause(&e));
                 return Err(unreachable(why));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
+}
+
+/// The innermost cause of an error (tonic's outer message is only "transport error").
+pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut e = e;
+    while let Some(next) = e.source() {
+        e = next;
+    }
+    e.to_string()
+}
+
+type Opened = (
+    mpsc::UnboundedSender<pb::ClientOp>,
+    pb::Welcome,
+    (Vec<pb::HeadOp>, Incoming),
+);
+
+/// Opens a `Session` stream that starts with `hello` and waits for the head's welcome.
+async fn open_stream(
+    addr: &str,
+    creds: &Credentials,
+    hello: pb::Hello,
+    timeout: Duration,
+) -> Result<Opened> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let _ = tx.send(pb::ClientOp {
+        kind: Some(client_op::Kind::Hello(hello)),
+    });
+    let channel = connect_channel(creds, addr, timeout).await?;
+    let mut head = pb::head_client::HeadClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let refused = |s: tonic::Status| Error::from_status(addr, &s);
+    let mut incoming = head
+        .session(Batcher(rx))
+        .await
+        .map_err(refused)?
+        .into_inner();
+    let first = incoming.message().await.map_err(refused)?;
+    let mut ops = first.map(|b| b.ops).unwrap_or_default().into_iter();
+    let welcome = ops
+        .next()
+        .and_then(|op| match op.kind {
+            Some(head_op::Kind::Welcome(w)) => Some(w),
+            _ => None,
+        })
+        .ok_or_else(|| Error::Refused {
+            addr: addr.to_string(),
+            message: "the head did not welcome the session".into(),
+        })?;
+    // The welcome may share its batch with the first tasks for a worker.
+    let rest: Vec<pb::HeadOp> = ops.collect();
+    Ok((tx, welcome, (rest, Box::pin(incoming) as Incoming)))
 }
 
 fn driver_hello(build: String) -> pb::Hello {
@@ -654,23 +863,19 @@ pub(crate) fn local_driver_hello() -> pb::Hello {
 
 /// Uploads this executable to the head (content-addressed: the head keeps one copy per build)
 /// and returns its build id.
-async fn upload_binary(addr: &str, timeout: Duration) -> Result<String> {
+async fn upload_binary(addr: &str, creds: &Credentials, timeout: Duration) -> Result<String> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::Startup(format!("cannot find this executable: {e}")))?;
     let data = tokio::fs::read(&exe)
         .await
         .map_err(|e| Error::Startup(format!("cannot read {}: {e}", exe.display())))?;
-    let uri = super::head_uri(addr);
-    let channel = connect_channel(&uri, addr, timeout).await?;
+    let channel = connect_channel(creds, addr, timeout).await?;
     let mut head =
         pb::head_client::HeadClient::new(channel).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let reply = head
         .put_binary(tokio_stream::iter(upload_chunks(&data)))
         .await
-        .map_err(|s| Error::Refused {
-            addr: addr.to_string(),
-            message: s.message().to_string(),
-        })?;
+        .map_err(|s| Error::from_status(addr, &s))?;
     Ok(reply.into_inner().build)
 }
 
@@ -717,7 +922,7 @@ async fn read_loop(
     };
     if let Some(c) = client.upgrade() {
         let addr = c.addr.clone();
-        c.close(Error::HeadLost { addr, why: end });
+        c.session_lost(Error::HeadLost { addr, why: end });
     }
     // Dropping `runs` ends a worker process's task loop.
 }
@@ -802,7 +1007,10 @@ impl Client {
                 let me = self.clone();
                 self.rt.spawn(async move {
                     let spill = me.local.as_ref().map(|l| l.spill_dir.clone());
-                    match objects::fetch(object, &location, &me.addr, spill.as_deref()).await {
+                    let fetched =
+                        objects::fetch(object, &location, &me.addr, &me.creds, spill.as_deref())
+                            .await;
+                    match fetched {
                         Ok(blob) => {
                             me.refetches.lock().remove(&object);
                             me.store.put(object, blob);

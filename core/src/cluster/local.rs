@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use starling_proto::security::Credentials;
 use starling_scheduler::head::{self, HeadConfig, HeadHandle};
 use starling_worker::agent::{self, AgentConfig, AgentHandle};
 
@@ -64,7 +65,16 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
         .block_on(head::serve(HeadConfig::new(loopback(0), data.join("head"))))
         .map_err(|e| Error::Startup(chain(&e)))?;
     let addr = head.addr().to_string();
+    // The embedded head made its own token; the agent, its worker processes and this driver
+    // present it, so nothing is asked of the user.
+    let creds = Credentials {
+        token: Some(head.token().clone()),
+        tls_ca: None,
+    };
     let mut ac = AgentConfig::new(addr.clone(), config.resources.clone());
+    ac.credentials = creds.clone();
+    // The head lives and dies with this process: nothing to wait for once it is gone.
+    ac.reconnect_timeout = std::time::Duration::ZERO;
     ac.worker_binary = Some(exe);
     ac.object_bind = loopback(0);
     ac.log_dir = data.join("logs");
@@ -83,6 +93,7 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
     // The driver talks to its in-process head by direct calls; workers use gRPC.
     let client = Client::connect_local(
         &addr,
+        creds,
         head.service().clone(),
         client::local_driver_hello(),
         Some(local),

@@ -22,12 +22,3 @@ pub(crate) mod env {
     pub const STORE_DIR: &str = "STARLING_STORE_DIR";
     pub const SPILL_DIR: &str = "STARLING_SPILL_DIR";
 }
-
-/// The head's address as a URI tonic can connect to.
-pub(crate) fn head_uri(addr: &str) -> String {
-    if addr.starts_with("http://") || addr.starts_with("https://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    }
-}

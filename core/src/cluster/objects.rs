@@ -3,6 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use std::time::Duration;
+
+use starling_proto::security::Credentials;
 use starling_proto::{pb, ObjectId};
 use starling_worker::store::Blob;
 
@@ -57,6 +60,7 @@ pub(crate) async fn fetch(
     object: ObjectId,
     location: &pb::ObjectLocation,
     head: &str,
+    creds: &Credentials,
     spill_dir: Option<&Path>,
 ) -> Result<Blob, Error> {
     if let Some(b) = read_local(location, spill_dir) {
@@ -66,22 +70,29 @@ pub(crate) async fn fetch(
         return Err(Error::ObjectLost(object));
     }
     let lost = |why: String| Error::ObjectFetch { object, why };
+    let request = pb::FetchRequest { object: object.0 };
     let mut chunks = if location.address.is_empty() {
-        let mut c = pb::head_client::HeadClient::connect(super::head_uri(head))
+        let channel = super::client::connect_channel(creds, head, Duration::from_secs(10))
             .await
-            .map_err(|e| lost(e.to_string()))?
-            .max_decoding_message_size(usize::MAX);
-        c.fetch(pb::FetchRequest { object: object.0 })
+            .map_err(|e| lost(e.to_string()))?;
+        pb::head_client::HeadClient::new(channel)
+            .max_decoding_message_size(usize::MAX)
+            .fetch(request)
             .await
             .map_err(|e| lost(e.message().into()))?
     } else {
-        let mut c = pb::object_service_client::ObjectServiceClient::connect(super::head_uri(
-            &location.address,
-        ))
-        .await
-        .map_err(|e| lost(format!("{}: {e}", location.address)))?
-        .max_decoding_message_size(usize::MAX);
-        c.fetch(pb::FetchRequest { object: object.0 })
+        // Node object services speak plain HTTP/2 unless their address says otherwise.
+        let address = if location.address.contains("://") {
+            location.address.clone()
+        } else {
+            format!("http://{}", location.address)
+        };
+        let channel = super::client::connect_channel(creds, &address, Duration::from_secs(2))
+            .await
+            .map_err(|e| lost(format!("{}: {e}", location.address)))?;
+        pb::object_service_client::ObjectServiceClient::new(channel)
+            .max_decoding_message_size(usize::MAX)
+            .fetch(request)
             .await
             .map_err(|e| lost(e.message().into()))?
     }

@@ -93,7 +93,16 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
         local,
         runs: Some(runs_tx),
     };
-    let client = Client::connect(&head, kind, rt.handle().clone(), Duration::from_secs(30))?;
+    // The node agent passes the cluster token (and TLS trust) on in the environment.
+    let creds = starling_proto::security::Credentials::from_env()
+        .map_err(|e| crate::Error::Startup(format!("cluster credentials: {e}")))?;
+    let client = Client::connect(
+        &head,
+        creds,
+        kind,
+        rt.handle().clone(),
+        Duration::from_secs(30),
+    )?;
     client.set_own_runtime(rt);
     // Nested `remote` calls in tasks go to the same head, as this job.
     crate::runtime::set_default(Runtime::from_client(client.clone()));
@@ -403,6 +412,7 @@ impl Pool {
                         object,
                         l,
                         client.addr(),
+                        client.credentials(),
                         spill.as_deref(),
                     ));
                     match got {

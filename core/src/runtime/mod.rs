@@ -42,6 +42,8 @@ pub struct Config {
     pub(crate) resources: ResourceSet,
     pub(crate) mode: Mode,
     pub(crate) connect_timeout: Duration,
+    pub(crate) token: Option<String>,
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,13 +70,17 @@ impl Default for Config {
             resources: ResourceSet::cpus(threads as f64),
             mode,
             connect_timeout: Duration::from_secs(10),
+            token: None,
+            tls_ca: None,
         }
     }
 }
 
 impl Config {
     /// Joins the cluster whose head listens at `addr` (`host:port`). The binary is uploaded to
-    /// the head once so that node agents can start its workers.
+    /// the head once so that node agents can start its workers. The cluster token comes from
+    /// `STARLING_TOKEN` unless [`Config::token`] sets it, and TLS is used when a CA is given
+    /// ([`Config::tls_ca`] or `STARLING_TLS_CA`).
     pub fn connect(addr: impl Into<String>) -> Self {
         Config {
             mode: Mode::Connect(addr.into()),
@@ -104,6 +110,36 @@ impl Config {
     pub fn resource(mut self, name: &str, amount: f64) -> Self {
         self.resources = self.resources.with(name, amount);
         self
+    }
+
+    /// The cluster token to present (the head keeps it in `DATA_DIR/token`); without it,
+    /// `STARLING_TOKEN` is used. A local cluster makes its own and needs none.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Connects with TLS, trusting the CA certificates in this PEM file (without it,
+    /// `STARLING_TLS_CA` is used if set); `host:port` addresses become `https://`.
+    pub fn tls_ca(mut self, pem: impl Into<std::path::PathBuf>) -> Self {
+        self.tls_ca = Some(pem.into());
+        self
+    }
+
+    /// The credentials to present: those set here, then the environment's.
+    pub(crate) fn credentials(&self) -> Result<starling_proto::security::Credentials> {
+        use starling_proto::security::{Credentials, TlsCa, Token};
+        let bad = |e: starling_proto::security::SecurityError| {
+            crate::Error::Startup(format!("cluster credentials: {e}"))
+        };
+        let mut creds = Credentials::default();
+        if let Some(t) = &self.token {
+            creds.token = Some(Token::parse(t).map_err(bad)?);
+        }
+        if let Some(p) = &self.tls_ca {
+            creds.tls_ca = Some(TlsCa::read(p).map_err(bad)?);
+        }
+        creds.or_env().map_err(bad)
     }
 
     /// How long to wait for the head before failing with `HeadUnreachable` (default 10 s).

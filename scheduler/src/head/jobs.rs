@@ -19,7 +19,8 @@
 //!   (`NodeUse::Job`), so no other job's task runs there.
 //! - Every change of a job is written to `data_dir/jobs/<id>/job.pb` before it is visible to
 //!   clients; instance logs are appended to `instance-<k>.log` beside it. A head that restarts
-//!   lists finished jobs with their logs; jobs it found unfinished are marked FAILED.
+//!   lists finished jobs with their logs; jobs it found unfinished are marked FAILED with the
+//!   message "head restarted".
 //! - Everything here runs under the head's lock and does no blocking I/O except small file
 //!   writes of the job table; processes are started and stopped by the caller, after the lock.
 
@@ -136,9 +137,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(tmp, path)
 }
 
+/// The message of a job that was unfinished when the head restarted (it is FAILED).
+pub const HEAD_RESTARTED: &str = "head restarted";
+
 impl Jobs {
     /// Loads the job table and pools kept under `data_dir`. Jobs that had not ended are marked
-    /// FAILED: their processes did not survive the head.
+    /// FAILED with the message [`HEAD_RESTARTED`]: their processes did not survive the head.
     pub fn load(data_dir: &Path) -> std::io::Result<(Jobs, u64)> {
         let dir = data_dir.join("jobs");
         let pool_dir = data_dir.join("pools");
@@ -164,10 +168,8 @@ impl Jobs {
             max_id = max_id.max(info.id);
             let mut changed = false;
             if !status::is_final(&info.status) {
-                info.message = format!(
-                    "the head restarted while the job was {}; its processes were lost",
-                    info.status
-                );
+                // The exact words are part of the contract: clients match on them.
+                info.message = HEAD_RESTARTED.to_string();
                 info.status = status::FAILED.to_string();
                 info.completed_ms = now_ms();
                 changed = true;

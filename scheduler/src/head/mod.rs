@@ -29,6 +29,9 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use starling_proto::pb;
+use starling_proto::security::{
+    RequireToken, SecurityError, ServerTls, Token, UNAUTHENTICATED_HINT,
+};
 
 pub use jobs::Launcher;
 pub use service::HeadService;
@@ -58,6 +61,14 @@ pub struct HeadConfig {
     /// Starts nodes for pools whose nodes the head starts itself (`None`: such pools cannot be
     /// created).
     pub launcher: Option<Arc<dyn Launcher>>,
+    /// The cluster token every call must carry (`None`: a fresh random one, see
+    /// [`HeadHandle::token`]).
+    pub token: Option<Token>,
+    /// What a client without the right token is told to do, after `missing or wrong cluster
+    /// token: `.
+    pub token_hint: String,
+    /// Serve TLS with this identity (`None`: plain HTTP/2).
+    pub tls: Option<ServerTls>,
 }
 
 impl std::fmt::Debug for dyn Launcher {
@@ -75,6 +86,9 @@ impl HeadConfig {
             heartbeat_timeout: Duration::from_secs(5),
             pipeline_depth: DEFAULT_PIPELINE_DEPTH,
             launcher: None,
+            token: None,
+            token_hint: UNAUTHENTICATED_HINT.to_string(),
+            tls: None,
         }
     }
 }
@@ -90,6 +104,9 @@ pub enum HeadError {
         /// Why.
         source: std::io::Error,
     },
+    /// The cluster token could not be made or read, or the TLS identity is unusable.
+    #[error("cluster security")]
+    Security(#[from] SecurityError),
     /// The data directory could not be created.
     #[error("cannot use data directory {}", path.display())]
     DataDir {
@@ -103,6 +120,7 @@ pub enum HeadError {
 /// A running head. Dropping it stops the server.
 pub struct HeadHandle {
     addr: SocketAddr,
+    token: Token,
     shutdown: Option<oneshot::Sender<()>>,
     join: Option<JoinHandle<()>>,
     service: HeadService,
@@ -118,6 +136,11 @@ impl HeadHandle {
     /// The address clients connect to.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The cluster token this head requires.
+    pub fn token(&self) -> &Token {
+        &self.token
     }
 
     /// The service, for in-process inspection (status).
@@ -187,13 +210,30 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     );
     let service = HeadService::new(Arc::new(head));
     service.spawn_heartbeat_monitor();
+    let token = match config.token {
+        Some(t) => t,
+        None => Token::generate().map_err(|source| HeadError::DataDir {
+            path: "/dev/urandom".into(),
+            source,
+        })?,
+    };
     let (tx, rx) = oneshot::channel::<()>();
     let server = pb::head_server::HeadServer::new(service.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    // Every method of the service, streams included, is behind the token check.
+    let server = tonic::service::interceptor::InterceptedService::new(
+        server,
+        RequireToken::new(&token, config.token_hint),
+    );
+    let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+    if let Some(tls) = &config.tls {
+        builder = builder
+            .tls_config(tls.config())
+            .map_err(|e| SecurityError::Tls(e.to_string()))?;
+    }
     let join = tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
-            .tcp_nodelay(true)
+        let _ = builder
             .add_service(server)
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                 let _ = rx.await;
@@ -202,6 +242,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     });
     Ok(HeadHandle {
         addr,
+        token,
         shutdown: Some(tx),
         join: Some(join),
         service,

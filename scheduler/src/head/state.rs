@@ -299,6 +299,8 @@ pub(crate) struct State {
     /// are retried (or failed) once the node reports how the process ended, or after
     /// [`EXIT_REPORT_WAIT`].
     dying: HashMap<(NodeId, u32), (WorkerId, Instant, String)>,
+    /// Exits nodes reported before the worker's session was seen to end (the two race).
+    exits: HashMap<(NodeId, u32), (i32, Instant)>,
     next_client: u64,
     next_worker: u64,
     next_node: u64,
@@ -332,6 +334,7 @@ impl Head {
                 out: Outbox::default(),
                 jobs,
                 dying: HashMap::new(),
+                exits: HashMap::new(),
                 next_client: 1,
                 next_worker: 1,
                 next_node: 1,
@@ -358,6 +361,8 @@ impl Head {
                 reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
             }
         }
+        st.exits
+            .retain(|_, (_, at)| at.elapsed() < EXIT_REPORT_WAIT * 10);
         let actions = st.jobs.tick(&mut st.out, &mut st.core);
         reactor::schedule(&mut st.core, &mut st.out);
         let out = st.out.flush();
@@ -538,7 +543,15 @@ impl Head {
                 "worker process {} on node {} ended: {why}",
                 conn.pid, conn.node
             );
-            if st.core.worker_tasks(w) > 0 && st.out.nodes.contains_key(&conn.node) {
+            if let Some((code, _)) = st.exits.remove(&(conn.node, conn.pid)) {
+                let why = format!(
+                    "worker process {} on node {} {}",
+                    conn.pid,
+                    conn.node,
+                    describe_exit(code)
+                );
+                reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
+            } else if st.core.worker_tasks(w) > 0 && st.out.nodes.contains_key(&conn.node) {
                 // Its node tells how it ended (exit code, signal) in a moment; the tasks it ran
                 // are retried or failed with that.
                 st.dying
@@ -571,7 +584,12 @@ impl Head {
         let mut g = self.state.lock();
         let st = &mut *g;
         let node = match hello.previous_id {
-            p if p != 0 && !st.out.nodes.contains_key(&NodeId(p)) => NodeId(p),
+            // A node rejoining (after a head restart) keeps its id while no one else has it;
+            // later nodes are numbered past it so no two ever share one.
+            p if p != 0 && !st.out.nodes.contains_key(&NodeId(p)) => {
+                st.next_node = st.next_node.max(p + 1);
+                NodeId(p)
+            }
             _ => {
                 let n = NodeId(st.next_node);
                 st.next_node += 1;
@@ -640,14 +658,20 @@ impl Head {
                 Some(pb::node_op::Kind::Usage(u)) => conn.usage = u,
                 Some(pb::node_op::Kind::Heartbeat(_)) | Some(pb::node_op::Kind::Hello(_)) => {}
                 Some(pb::node_op::Kind::WorkerExit(e)) => {
-                    if let Some((w, _, _)) = st.dying.remove(&(node, e.pid)) {
-                        let why = format!(
-                            "worker process {} on node {node} {}",
-                            e.pid,
-                            describe_exit(e.code)
-                        );
-                        reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
-                        changed = true;
+                    match st.dying.remove(&(node, e.pid)) {
+                        Some((w, _, _)) => {
+                            let why = format!(
+                                "worker process {} on node {node} {}",
+                                e.pid,
+                                describe_exit(e.code)
+                            );
+                            reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
+                            changed = true;
+                        }
+                        // Its session has not ended yet here: keep the exit for when it does.
+                        None => {
+                            st.exits.insert((node, e.pid), (e.code, Instant::now()));
+                        }
                     }
                 }
                 None => {}
@@ -697,6 +721,7 @@ impl Head {
         }
         // Its workers go with it (below), dying ones included.
         st.dying.retain(|(n, _), _| *n != node);
+        st.exits.retain(|(n, _), _| *n != node);
         // Values stored only there are gone: lineage makes the needed ones again.
         let mut lost: Vec<ObjectId> = st
             .out

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use starling_proto::pb;
 use starling_proto::pb::head_client::HeadClient;
+use starling_proto::security::AuthChannel;
 use tokio::io::AsyncWriteExt;
-use tonic::transport::Channel;
 
 use super::error::AgentError;
 
@@ -29,7 +29,7 @@ use super::error::AgentError;
 #[derive(Debug)]
 pub(crate) struct BinaryCache {
     dir: PathBuf,
-    head: HeadClient<Channel>,
+    head: HeadClient<AuthChannel>,
     downloads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -43,7 +43,7 @@ fn valid_build(build: &str) -> bool {
 }
 
 impl BinaryCache {
-    pub(crate) fn new(dir: PathBuf, head: HeadClient<Channel>) -> Self {
+    pub(crate) fn new(dir: PathBuf, head: HeadClient<AuthChannel>) -> Self {
         BinaryCache {
             dir,
             head,

@@ -83,6 +83,24 @@ impl Disk {
         Ok(found)
     }
 
+    /// Removes every object from the store and the spill directory (a new head knows none of
+    /// them, and may hand out their ids again). Returns how many were removed.
+    pub(crate) fn clear(&self) -> io::Result<usize> {
+        let _guard = self.moves.lock();
+        let mut removed = 0;
+        for dir in [&self.store, &self.spill] {
+            for entry in std::fs::read_dir(dir)?.flatten() {
+                let name = entry.file_name();
+                if name.to_str().and_then(object_of).is_some()
+                    && std::fs::remove_file(entry.path()).is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     /// Spills the oldest objects while the store is over its cap, then measures both
     /// directories. Returns the usage and the objects spilled (oldest first).
     pub(crate) fn maintain(&self) -> io::Result<(pb::StoreUsage, Vec<ObjectId>)> {

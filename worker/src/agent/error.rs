@@ -28,6 +28,14 @@ pub enum AgentError {
         /// The head's reason.
         message: String,
     },
+    /// The head refused the cluster token (none given, or the wrong one).
+    #[error("the head at {addr} refused this node: {message}")]
+    Unauthenticated {
+        /// The head address as configured.
+        addr: String,
+        /// The head's reason (how to get the token).
+        message: String,
+    },
     /// The head's node stream ended or failed after registration. The agent has stopped its
     /// worker processes.
     #[error("lost the head at {addr}: {reason}")]

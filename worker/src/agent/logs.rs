@@ -260,11 +260,13 @@ pub(crate) async fn pump<O, E>(
 #[derive(Debug)]
 pub(crate) struct AgentLog {
     file: Mutex<Option<std::fs::File>>,
+    echo: bool,
 }
 
 impl AgentLog {
-    /// Opens (appends to) `path`; on failure the log discards lines.
-    pub(crate) fn open(path: &Path) -> Self {
+    /// Opens (appends to) `path`, echoing lines to stderr if `echo`; on failure the log
+    /// discards lines (but still echoes).
+    pub(crate) fn open(path: &Path, echo: bool) -> Self {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -272,6 +274,7 @@ impl AgentLog {
             .ok();
         AgentLog {
             file: Mutex::new(file),
+            echo,
         }
     }
 
@@ -280,6 +283,7 @@ impl AgentLog {
     pub(crate) fn discard() -> Self {
         AgentLog {
             file: Mutex::new(None),
+            echo: false,
         }
     }
 
@@ -289,6 +293,9 @@ impl AgentLog {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         let text = format!("{}.{:03} {args}\n", now.as_secs(), now.subsec_millis());
+        if self.echo {
+            eprint!("{text}");
+        }
         let mut file = self.file.lock();
         if let Some(f) = file.as_mut() {
             if f.write_all(text.as_bytes()).is_err() {

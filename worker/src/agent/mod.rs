@@ -16,10 +16,17 @@
 //! heartbeat tick. Slow work (binary downloads, spilling, file deletion) runs on other tasks
 //! and reports back, so heartbeats stay on time.
 //!
+//! When the head is lost (its stream ends or fails), the agent stops the node's worker
+//! processes and job entrypoints, empties the store (a new head knows none of its objects),
+//! and registers again with backoff, one log line per attempt, asking for its old node id,
+//! until `reconnect_timeout`; then it stops with [`AgentError::HeadLost`]. Every call to the
+//! head carries the cluster token, and the object service refuses calls without it.
+//!
 //! # Invariants
-//! - No worker process outlives the agent: the loop kills and reaps them all when it ends
-//!   (shutdown, [`AgentHandle`] dropped, head lost), and every process is spawned with
-//!   `kill_on_drop` for the case where the runtime itself goes away.
+//! - No worker process outlives the agent, nor the registration it was started for: the loop
+//!   kills and reaps them all when it ends (shutdown, [`AgentHandle`] dropped, head lost), and
+//!   every process is spawned with `kill_on_drop` for the case where the runtime itself goes
+//!   away.
 //! - The heartbeat never waits for disk work: store usage is measured on the blocking pool and
 //!   reported when ready.
 //! - Worker processes see the node through environment variables only ([`env`](mod@env)).
@@ -36,17 +43,21 @@ mod procs;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use starling_proto::pb::head_to_node_op::Kind as HeadKind;
 use starling_proto::pb::node_op::Kind as NodeKind;
+use starling_proto::security::{AuthChannel, Credentials, RequireToken, UNAUTHENTICATED_HINT};
 use starling_proto::{pb, JobId, NodeId, ObjectId, ResourceSet};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::Streaming;
 
@@ -112,13 +123,22 @@ pub struct AgentConfig {
     pub heartbeat: Duration,
     /// How long to keep trying to reach and register with the head.
     pub connect_timeout: Duration,
+    /// After losing the head, how long to keep trying to register again (a restarted head on
+    /// the same address) before the agent stops with [`AgentError::HeadLost`].
+    pub reconnect_timeout: Duration,
+    /// The cluster token (and TLS trust) presented to the head; the token is also required
+    /// by this node's object service and passed on to worker processes and job entrypoints.
+    pub credentials: Credentials,
+    /// Also write the agent's log lines to stderr (a foreground `starling worker`).
+    pub log_to_stderr: bool,
 }
 
 impl AgentConfig {
     /// A configuration with defaults for everything but the head and the resources: a fresh
     /// store under `/dev/shm` (or the temp dir where there is none), spill, logs and binary
     /// cache under the temp dir, a cap of 30% of physical memory, the object service on any
-    /// port of all interfaces, a 1 s heartbeat and a 10 s connect timeout.
+    /// port of all interfaces, a 1 s heartbeat, a 10 s connect timeout, a 60 s reconnect
+    /// timeout, and no credentials.
     pub fn new(head: impl Into<String>, resources: ResourceSet) -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -147,6 +167,9 @@ impl AgentConfig {
             object_bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
             heartbeat: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(10),
+            reconnect_timeout: Duration::from_secs(60),
+            credentials: Credentials::default(),
+            log_to_stderr: false,
         }
     }
 }
@@ -170,7 +193,8 @@ fn default_store_cap() -> u64 {
 /// A running node agent. Dropping it stops the agent (workers killed, no orphans).
 #[derive(Debug)]
 pub struct AgentHandle {
-    node: NodeId,
+    /// The node id: it changes only if a restarted head cannot give the old one back.
+    node: Arc<AtomicU64>,
     object_address: SocketAddr,
     head: String,
     stop: watch::Sender<bool>,
@@ -180,9 +204,9 @@ pub struct AgentHandle {
 }
 
 impl AgentHandle {
-    /// The id the head assigned to this node.
+    /// The id the head assigned to this node (the latest one, after a head restart).
     pub fn node_id(&self) -> NodeId {
-        self.node
+        NodeId(self.node.load(Ordering::Relaxed))
     }
 
     /// The object service's address, as announced to the head.
@@ -198,13 +222,15 @@ impl AgentHandle {
     }
 
     /// Waits until the agent stops: `Ok` after [`shutdown`](Self::shutdown) (or a stop from
-    /// elsewhere), [`AgentError::HeadLost`] when the head's stream ended or failed. Calling it
-    /// again returns the same outcome at once.
+    /// elsewhere), [`AgentError::HeadLost`] when the head's stream ended or failed and no head
+    /// took the node back within `reconnect_timeout`, [`AgentError::Unauthenticated`] when a
+    /// restarted head refused the token. Calling it again returns the same outcome at once.
     pub async fn wait(&mut self) -> Result<(), AgentError> {
         if let Some(task) = self.task.as_mut() {
             let outcome = match task.await {
                 Ok(Ok(())) => None,
                 Ok(Err(AgentError::HeadLost { reason, .. })) => Some(reason),
+                Ok(Err(AgentError::Unauthenticated { message, .. })) => Some(message),
                 Ok(Err(other)) => Some(other.to_string()),
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(_) => None, // The runtime is shutting down; its processes die with it.
@@ -231,7 +257,19 @@ impl Drop for AgentHandle {
 
 /// Starts a node agent and returns once the head has registered it (the node id is known).
 pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
-    let uri = head_uri(&config.head)?;
+    let endpoint = config
+        .credentials
+        .endpoint(&config.head)
+        .map_err(|e| AgentError::InvalidHeadAddress {
+            addr: config.head.clone(),
+            message: e.to_string(),
+        })?
+        .tcp_nodelay(true)
+        // Keepalives notice a head that vanished without closing the connection.
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(true);
+    let uri = config.credentials.uri(&config.head);
     let fresh_store = !config.store_dir.exists();
     let fresh_spill = !config.spill_dir.exists();
     for dir in [
@@ -267,13 +305,12 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
     })?;
 
     let deadline = Instant::now() + config.connect_timeout;
-    let channel = connect(&config.head, &uri, deadline).await?;
+    let channel = connect(&config.head, &endpoint, deadline).await?;
     let object_address = advertised(bound, &uri).await;
-    let mut head = pb::head_client::HeadClient::new(channel)
+    let head = pb::head_client::HeadClient::new(config.credentials.intercept(channel))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
-    let (outbound, outbound_rx) = mpsc::unbounded_channel();
     let hello = pb::NodeHello {
         version: starling_proto::PROTOCOL_VERSION,
         resources: Some(pb::Resources::from(&config.resources)),
@@ -283,17 +320,13 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         previous_id: 0,
         pid: std::process::id(),
     };
-    let _ = outbound.send(batch(vec![NodeKind::Hello(hello)]));
-    let (node, inbound, early) = register(
-        &config.head,
-        &mut head,
-        outbound_rx,
-        deadline,
-        config.connect_timeout,
-    )
-    .await?;
+    let session = register(&config.head, head.clone(), hello.clone(), deadline).await?;
+    let node = session.node;
 
-    let log = Arc::new(AgentLog::open(&log_dir.join(format!("agent-{node}.log"))));
+    let log = Arc::new(AgentLog::open(
+        &log_dir.join(format!("agent-{node}.log")),
+        config.log_to_stderr,
+    ));
     log.line(format_args!(
         "registered as {node} with {} (resources {}, pool {:?}, objects at {object_address})",
         config.head, config.resources, config.pool
@@ -309,6 +342,16 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         pb::object_service_server::ObjectServiceServer::new(ObjectServer { disk: disk.clone() })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    // Other nodes and drivers fetch objects with the cluster token, as they call the head.
+    let check = config.credentials.token.as_ref().map(|t| {
+        RequireToken::new(
+            t,
+            format!(
+                "this node serves objects to holders of its head's token ({UNAUTHENTICATED_HINT})"
+            ),
+        )
+    });
+    let service = InterceptedService::new(service, OptionalToken(check));
     let server_log = log.clone();
     tokio::spawn(async move {
         let served = Server::builder()
@@ -326,96 +369,228 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         Some(_) => None,
         None => Some(Arc::new(BinaryCache::new(cache_dir.clone(), head.clone()))),
     };
-    let (events_tx, events) = mpsc::unbounded_channel();
-    let spawn = SpawnConfig::new(
-        &config,
-        node,
-        &store_dir,
-        &spill_dir,
-        &object_address.to_string(),
-        log_dir.clone(),
-    );
     let (stop, stop_rx) = watch::channel(false);
-    let instances = Instances::new(
-        config.head.clone(),
-        cache_dir.join("jobs").join(node.to_string()),
-        log_dir.clone(),
-        cache.clone(),
-        outbound.clone(),
-        log.clone(),
-    );
-    let agent = Loop {
-        head: config.head.clone(),
-        instances,
-        outbound,
-        inbound,
-        supervisor: Supervisor::new(spawn, cache, events_tx, log.clone()),
-        events,
+    let node_cell = Arc::new(AtomicU64::new(node.0));
+    let head_addr = config.head.clone();
+    let agent = Agent {
+        config,
+        hello,
+        endpoint,
+        store_dir,
+        spill_dir,
+        log_dir,
+        cache_dir,
+        object_address: object_address.to_string(),
+        cache,
         disk,
         log,
         stop: stop_rx,
         object_stop: Some(object_stop),
-        maintenance: None,
         owned,
+        node: node_cell.clone(),
     };
-    let task = tokio::spawn(agent.run(config.heartbeat, early));
+    let task = tokio::spawn(agent.run(session));
     Ok(AgentHandle {
-        node,
+        node: node_cell,
         object_address,
-        head: config.head,
+        head: head_addr,
         stop,
         task: Some(task),
         ended: None,
     })
 }
 
-/// `host:port` or a full URI, as a URI tonic can dial.
-fn head_uri(addr: &str) -> Result<String, AgentError> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    let parsed: tonic::transport::Uri =
-        uri.parse()
-            .map_err(
-                |e: tonic::codegen::http::uri::InvalidUri| AgentError::InvalidHeadAddress {
-                    addr: addr.to_string(),
-                    message: e.to_string(),
-                },
-            )?;
-    if parsed.host().is_none() {
-        return Err(AgentError::InvalidHeadAddress {
-            addr: addr.to_string(),
-            message: "no host".to_string(),
-        });
+/// The object service's check: the cluster token when the agent has one. (An agent without a
+/// token can only have joined a head that checks none, so it has nothing to protect either.)
+#[derive(Clone)]
+struct OptionalToken(Option<RequireToken>);
+
+impl Interceptor for OptionalToken {
+    fn call(&mut self, req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        match &mut self.0 {
+            Some(check) => check.call(req),
+            None => Ok(req),
+        }
     }
-    Ok(uri)
+}
+
+/// What outlives one registration with a head: the node's directories, store, object service,
+/// binary cache and log. [`Agent::run`] runs one [`Loop`] per registration and registers again
+/// when the head is lost.
+struct Agent {
+    config: AgentConfig,
+    hello: pb::NodeHello,
+    endpoint: Endpoint,
+    store_dir: PathBuf,
+    spill_dir: PathBuf,
+    log_dir: PathBuf,
+    cache_dir: PathBuf,
+    object_address: String,
+    cache: Option<Arc<BinaryCache>>,
+    disk: Arc<Disk>,
+    log: Arc<AgentLog>,
+    stop: watch::Receiver<bool>,
+    object_stop: Option<oneshot::Sender<()>>,
+    owned: OwnedDirs,
+    node: Arc<AtomicU64>,
+}
+
+impl Agent {
+    async fn run(mut self, mut session: Session) -> Result<(), AgentError> {
+        let outcome = loop {
+            self.node.store(session.node.0, Ordering::Relaxed);
+            match self.session_loop(session).await {
+                Ok(()) => break Ok(()),
+                Err(reason) => {
+                    self.log.line(format_args!(
+                        "lost the head: {reason}; stopped this node's processes, trying to \
+                         register again for up to {:.0}s",
+                        self.config.reconnect_timeout.as_secs_f64()
+                    ));
+                    // A new head knows none of the stored objects and may reuse their ids.
+                    let disk = self.disk.clone();
+                    let _ = tokio::task::spawn_blocking(move || disk.clear()).await;
+                    match self.reconnect(&reason).await {
+                        Ok(Some(next)) => session = next,
+                        Ok(None) => break Ok(()),
+                        Err(e) => break Err(e),
+                    }
+                }
+            }
+        };
+        match &outcome {
+            Ok(()) => self.log.line(format_args!("shutting down")),
+            Err(e) => self.log.line(format_args!("stopping: {e}")),
+        }
+        if let Some(stop) = self.object_stop.take() {
+            let _ = stop.send(());
+        }
+        // Nobody can reach this node's objects any more; give the memory back.
+        let dirs = std::mem::take(&mut self.owned.0);
+        let _ = tokio::task::spawn_blocking(move || drop(OwnedDirs(dirs))).await;
+        outcome
+    }
+
+    /// Runs the agent loop for one registration; `Err` says how the head was lost.
+    async fn session_loop(&mut self, session: Session) -> Result<(), String> {
+        let node = session.node;
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let mut spawn = SpawnConfig::new(
+            &self.config,
+            node,
+            &self.store_dir,
+            &self.spill_dir,
+            &self.object_address,
+            self.log_dir.clone(),
+        );
+        let creds: Vec<(&'static str, String)> = self
+            .config
+            .credentials
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+            .collect();
+        spawn.env.extend(creds.iter().cloned());
+        let instances = Instances::new(
+            self.config.head.clone(),
+            creds,
+            self.cache_dir.join("jobs").join(node.to_string()),
+            self.log_dir.clone(),
+            self.cache.clone(),
+            session.outbound.clone(),
+            self.log.clone(),
+        );
+        let agent = Loop {
+            instances,
+            outbound: session.outbound,
+            inbound: session.inbound,
+            supervisor: Supervisor::new(spawn, self.cache.clone(), events_tx, self.log.clone()),
+            events,
+            disk: self.disk.clone(),
+            log: self.log.clone(),
+            stop: self.stop.clone(),
+            maintenance: None,
+        };
+        agent.run(self.config.heartbeat, session.early).await
+    }
+
+    /// Registers with the head again, retrying with backoff until `reconnect_timeout`.
+    /// `Ok(None)`: a stop was requested meanwhile.
+    async fn reconnect(&mut self, reason: &str) -> Result<Option<Session>, AgentError> {
+        let timeout = self.config.reconnect_timeout;
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut backoff = Duration::from_millis(100);
+        // Ask for the old id back: a restarted head gives it unless another node has it.
+        let mut hello = self.hello.clone();
+        hello.previous_id = self.node.load(Ordering::Relaxed);
+        for attempt in 1.. {
+            if *self.stop.borrow() {
+                return Ok(None);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(AgentError::HeadLost {
+                    addr: self.config.head.clone(),
+                    reason: format!(
+                        "{reason}; no head took the node back within {:.0}s ({} attempts)",
+                        timeout.as_secs_f64(),
+                        attempt - 1
+                    ),
+                });
+            }
+            let try_until = Instant::now() + left.min(Duration::from_secs(5));
+            let tried = match connect_once(&self.endpoint, try_until).await {
+                Ok(channel) => {
+                    let head = pb::head_client::HeadClient::new(
+                        self.config.credentials.intercept(channel),
+                    )
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    register(&self.config.head, head, hello.clone(), try_until).await
+                }
+                Err(e) => Err(e),
+            };
+            match tried {
+                Ok(session) => {
+                    self.log.line(format_args!(
+                        "registered again as {} with {} after {:.1}s ({attempt} attempt(s))",
+                        session.node,
+                        self.config.head,
+                        started.elapsed().as_secs_f64()
+                    ));
+                    return Ok(Some(session));
+                }
+                // The head is there but will not have us: retrying cannot help.
+                Err(e @ AgentError::Unauthenticated { .. }) => return Err(e),
+                Err(e) => self.log.line(format_args!(
+                    "reconnect attempt {attempt} to {} failed: {e}; next in {:.1}s",
+                    self.config.head,
+                    backoff.min(left).as_secs_f64()
+                )),
+            }
+            tokio::select! {
+                () = stopped(&mut self.stop) => return Ok(None),
+                () = tokio::time::sleep(backoff.min(left)) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+        unreachable!("the attempts loop only ends by returning")
+    }
 }
 
 /// Dials the head until it answers or `deadline` passes.
-async fn connect(addr: &str, uri: &str, deadline: Instant) -> Result<Channel, AgentError> {
+async fn connect(
+    addr: &str,
+    endpoint: &Endpoint,
+    deadline: Instant,
+) -> Result<Channel, AgentError> {
     let unreachable = || AgentError::HeadUnreachable {
         addr: addr.to_string(),
     };
-    let endpoint = Endpoint::from_shared(uri.to_string())
-        .map_err(|e| AgentError::InvalidHeadAddress {
-            addr: addr.to_string(),
-            message: e.to_string(),
-        })?
-        .tcp_nodelay(true)
-        // Keepalives notice a head that vanished without closing the connection.
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .keep_alive_while_idle(true);
     let mut backoff = Duration::from_millis(50);
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(unreachable());
-        }
-        let endpoint = endpoint.clone().connect_timeout(left);
-        if let Ok(Ok(channel)) = tokio::time::timeout(left, endpoint.connect()).await {
+        if let Ok(channel) = connect_once(endpoint, deadline).await {
             return Ok(channel);
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -425,6 +600,32 @@ async fn connect(addr: &str, uri: &str, deadline: Instant) -> Result<Channel, Ag
         tokio::time::sleep(backoff.min(left)).await;
         backoff = (backoff * 2).min(Duration::from_secs(1));
     }
+}
+
+/// One attempt to dial the head, given up at `deadline`.
+async fn connect_once(endpoint: &Endpoint, deadline: Instant) -> Result<Channel, AgentError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let unreachable = |why: String| AgentError::Refused {
+        message: format!("cannot connect: {why}"),
+    };
+    if left.is_zero() {
+        return Err(unreachable("no time left".into()));
+    }
+    let endpoint = endpoint.clone().connect_timeout(left);
+    match tokio::time::timeout(left, endpoint.connect()).await {
+        Ok(Ok(channel)) => Ok(channel),
+        Ok(Err(e)) => Err(unreachable(root_cause(&e))),
+        Err(_) => Err(unreachable("timed out".into())),
+    }
+}
+
+/// The innermost cause of an error (tonic's outer message is only "transport error").
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut e = e;
+    while let Some(next) = e.source() {
+        e = next;
+    }
+    e.to_string()
 }
 
 /// The object service's address as other hosts should dial it: the bound address, except that
@@ -461,19 +662,36 @@ async fn advertised(bound: SocketAddr, uri: &str) -> SocketAddr {
     SocketAddr::new(ip, bound.port())
 }
 
-type Registered = (NodeId, Streaming<pb::HeadToNodeBatch>, Vec<HeadKind>);
+/// A registration with a head: the node id, the node stream both ways, and ops that came
+/// with the id (handled first).
+struct Session {
+    node: NodeId,
+    outbound: mpsc::UnboundedSender<pb::NodeBatch>,
+    inbound: Streaming<pb::HeadToNodeBatch>,
+    early: Vec<HeadKind>,
+}
 
-/// Opens `Attach` (the hello is already queued) and waits for the node id. Ops that arrive in
-/// the same batches as the id, or before it, are returned to be handled first.
+/// The head's client, with the cluster token on every call.
+type HeadClient = pb::head_client::HeadClient<AuthChannel>;
+
+/// Opens `Attach` with `hello` and waits for the node id, until `deadline`.
 async fn register(
     addr: &str,
-    head: &mut pb::head_client::HeadClient<Channel>,
-    outbound: mpsc::UnboundedReceiver<pb::NodeBatch>,
+    mut head: HeadClient,
+    hello: pb::NodeHello,
     deadline: Instant,
-    connect_timeout: Duration,
-) -> Result<Registered, AgentError> {
+) -> Result<Session, AgentError> {
+    let (outbound, outbound_rx) = mpsc::unbounded_channel();
+    let _ = outbound.send(batch(vec![NodeKind::Hello(hello)]));
     let refused = |message: String| AgentError::Refused { message };
-    let attach = head.attach(UnboundedReceiverStream::new(outbound));
+    let status_error = |status: tonic::Status| match status.code() {
+        tonic::Code::Unauthenticated => AgentError::Unauthenticated {
+            addr: addr.to_string(),
+            message: status.message().to_string(),
+        },
+        code => refused(format!("{code:?}: {}", status.message())),
+    };
+    let attach = head.attach(UnboundedReceiverStream::new(outbound_rx));
     let mut inbound = match tokio::time::timeout_at(deadline, attach).await {
         Err(_) => {
             return Err(AgentError::HeadUnreachable {
@@ -485,25 +703,14 @@ async fn register(
                 addr: addr.to_string(),
             })
         }
-        Ok(Err(status)) => {
-            return Err(refused(format!(
-                "{:?}: {}",
-                status.code(),
-                status.message()
-            )))
-        }
+        Ok(Err(status)) => return Err(status_error(status)),
         Ok(Ok(response)) => response.into_inner(),
     };
     let mut early = Vec::new();
     loop {
         let next = tokio::time::timeout_at(deadline, inbound.message())
             .await
-            .map_err(|_| {
-                refused(format!(
-                    "no node id within {:.1}s of connecting",
-                    connect_timeout.as_secs_f64()
-                ))
-            })?;
+            .map_err(|_| refused("no node id before the connect deadline".to_string()))?;
         match next {
             Ok(Some(b)) => {
                 let mut node = None;
@@ -514,7 +721,12 @@ async fn register(
                     }
                 }
                 if let Some(node) = node {
-                    return Ok((node, inbound, early));
+                    return Ok(Session {
+                        node,
+                        outbound,
+                        inbound,
+                        early,
+                    });
                 }
             }
             Ok(None) => {
@@ -522,13 +734,7 @@ async fn register(
                     "the head closed the stream before assigning a node id".into(),
                 ))
             }
-            Err(status) => {
-                return Err(refused(format!(
-                    "{:?}: {}",
-                    status.code(),
-                    status.message()
-                )))
-            }
+            Err(status) => return Err(status_error(status)),
         }
     }
 }
@@ -545,9 +751,8 @@ fn batch(ops: Vec<NodeKind>) -> pb::NodeBatch {
 /// What one store maintenance pass returns: the usage and the objects it spilled.
 type Maintained = std::io::Result<(pb::StoreUsage, Vec<ObjectId>)>;
 
-/// The agent loop's state; see the module docs.
+/// The agent loop's state for one registration; see the module docs.
 struct Loop {
-    head: String,
     instances: Instances,
     outbound: mpsc::UnboundedSender<pb::NodeBatch>,
     inbound: Streaming<pb::HeadToNodeBatch>,
@@ -556,10 +761,8 @@ struct Loop {
     disk: Arc<Disk>,
     log: Arc<AgentLog>,
     stop: watch::Receiver<bool>,
-    object_stop: Option<oneshot::Sender<()>>,
     /// The store measurement in flight, if any.
     maintenance: Option<JoinHandle<Maintained>>,
-    owned: OwnedDirs,
 }
 
 /// The store and spill directories this agent created; they are removed with their contents
@@ -576,7 +779,7 @@ impl Drop for OwnedDirs {
 }
 
 impl Loop {
-    async fn run(mut self, heartbeat: Duration, early: Vec<HeadKind>) -> Result<(), AgentError> {
+    async fn run(mut self, heartbeat: Duration, early: Vec<HeadKind>) -> Result<(), String> {
         for op in early {
             self.on_head_op(op).await;
         }
@@ -602,24 +805,11 @@ impl Loop {
                 _ = tick.tick() => self.on_tick().await,
             }
         };
-        match &outcome {
-            Ok(()) => self.log.line(format_args!("shutting down")),
-            Err(reason) => self
-                .log
-                .line(format_args!("lost the head: {reason}; stopping")),
-        }
+        // Worker processes and job entrypoints end with the registration: a new head knows
+        // none of them.
         self.instances.stop_all().await;
         self.supervisor.kill_all().await;
-        if let Some(stop) = self.object_stop.take() {
-            let _ = stop.send(());
-        }
-        // Nobody can reach this node's objects any more; give the memory back.
-        let dirs = std::mem::take(&mut self.owned.0);
-        let _ = tokio::task::spawn_blocking(move || drop(OwnedDirs(dirs))).await;
-        outcome.map_err(|reason| AgentError::HeadLost {
-            addr: self.head.clone(),
-            reason,
-        })
+        outcome
     }
 
     fn send(&self, ops: Vec<NodeKind>) {
@@ -728,16 +918,6 @@ async fn wait_maintenance(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn head_addresses() {
-        assert_eq!(head_uri("127.0.0.1:7000").unwrap(), "http://127.0.0.1:7000");
-        assert_eq!(head_uri("http://h:1").unwrap(), "http://h:1");
-        assert!(matches!(
-            head_uri("a b:1"),
-            Err(AgentError::InvalidHeadAddress { .. })
-        ));
-    }
 
     #[tokio::test]
     async fn advertises_a_routable_address() {

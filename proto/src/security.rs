@@ -1,0 +1,447 @@
+//! Cluster security: the shared cluster token every RPC must carry, and the TLS settings of
+//! clients and servers.
+//!
+//! A head generates a random token when it first starts and keeps it in `DATA_DIR/token` (mode
+//! 0600), so a restarted head keeps it. Node agents, drivers, worker processes and CLI calls
+//! present it as gRPC metadata (`authorization: Bearer <token>`, added by [`AttachToken`] on
+//! every call of a channel); the head, and each node agent's object service, check it with
+//! [`RequireToken`] before any service method runs. Processes that a node agent starts (worker
+//! processes, job entrypoints) receive it in [`TOKEN_ENV`].
+//!
+//! TLS is optional: a head started with a certificate and key serves `https`, and clients that
+//! trust its CA ([`TLS_CA_ENV`], or set explicitly) dial `https://` URIs and verify it.
+//!
+//! # Invariants
+//! - Tokens are compared in constant time (for a given length), and never printed: `Debug`
+//!   shows `Token(..)`.
+//! - A client without a token sends none (the head refuses it with [`UNAUTHENTICATED_HINT`]'s
+//!   message); it never invents one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Status};
+
+/// The environment variable a token is read from (and passed on to child processes in).
+pub const TOKEN_ENV: &str = "STARLING_TOKEN";
+/// The environment variable naming a PEM file of CA certificates to trust for TLS.
+pub const TLS_CA_ENV: &str = "STARLING_TLS_CA";
+/// The token's file name under a head's data directory.
+pub const TOKEN_FILE: &str = "token";
+/// The metadata key the token travels in.
+const AUTHORIZATION: &str = "authorization";
+/// What a refused client is told, after `missing or wrong cluster token: `.
+pub const UNAUTHENTICATED_HINT: &str = "pass --token-file DATA_DIR/token or set STARLING_TOKEN";
+
+/// Why credentials could not be loaded or used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecurityError {
+    /// A token or certificate file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A token is empty or has characters that cannot travel in a header.
+    #[error("invalid cluster token{}: {why}", from.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default())]
+    BadToken {
+        /// The file it came from, if any.
+        from: Option<PathBuf>,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// An address could not be turned into an endpoint.
+    #[error("`{addr}` is not a head address: {why}")]
+    BadAddress {
+        /// The address.
+        addr: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// TLS settings were refused (bad PEM, bad key).
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The shared secret of a cluster. `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(Arc<str>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+impl Token {
+    /// A fresh random token: 32 bytes from the OS's random source, in hex.
+    pub fn generate() -> std::io::Result<Token> {
+        use std::io::Read;
+        let mut bytes = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Token(hex.into()))
+    }
+
+    /// A token given as text (surrounding whitespace is ignored).
+    pub fn parse(text: &str) -> Result<Token, SecurityError> {
+        Self::parse_from(text, None)
+    }
+
+    fn parse_from(text: &str, from: Option<&Path>) -> Result<Token, SecurityError> {
+        let bad = |why| SecurityError::BadToken {
+            from: from.map(Path::to_path_buf),
+            why,
+        };
+        let t = text.trim();
+        if t.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if !t.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(bad("only printable ASCII without spaces is allowed"));
+        }
+        Ok(Token(t.into()))
+    }
+
+    /// Reads a token file (such as a head's `DATA_DIR/token`).
+    pub fn read_file(path: &Path) -> Result<Token, SecurityError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SecurityError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse_from(&text, Some(path))
+    }
+
+    /// The head's token: `dir/token` if it exists (a restarted head keeps its token), else a
+    /// fresh one written there with mode 0600 (through a temporary file, so a reader never
+    /// sees half a token).
+    pub fn load_or_create(dir: &Path) -> Result<Token, SecurityError> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let path = dir.join(TOKEN_FILE);
+        let io = |path: &Path, source| SecurityError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.exists() {
+            // Tighten a file someone loosened: the token is as good as a password.
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io(&path, e))?;
+            return Self::read_file(&path);
+        }
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let token = Token::generate().map_err(|e| io(Path::new("/dev/urandom"), e))?;
+        let tmp = dir.join(format!(".{TOKEN_FILE}.{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| io(&tmp, e))?;
+        writeln!(f, "{}", token.0)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        Ok(token)
+    }
+
+    /// The token's text, to hand to a child process.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    fn header(&self) -> MetadataValue<Ascii> {
+        // `parse` and `generate` admit only visible ASCII, so this cannot fail.
+        format!("Bearer {}", self.0)
+            .parse()
+            .unwrap_or_else(|_| MetadataValue::from_static(""))
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// A PEM file of CA certificates that clients trust for TLS.
+#[derive(Clone, Debug)]
+pub struct TlsCa {
+    path: PathBuf,
+    pem: Arc<[u8]>,
+}
+
+impl TlsCa {
+    /// Reads `path` (PEM).
+    pub fn read(path: &Path) -> Result<TlsCa, SecurityError> {
+        let pem = std::fs::read(path).map_err(|source| SecurityError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+            return Err(SecurityError::Tls(format!(
+                "{} holds no PEM certificate",
+                path.display()
+            )));
+        }
+        Ok(TlsCa {
+            path: path.to_path_buf(),
+            pem: pem.into(),
+        })
+    }
+
+    /// Where it was read from (passed on to child processes).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What a client presents to a head or a node: the cluster token and, for TLS, the CA to trust.
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    /// The cluster token (`None`: the client sends none and is refused by any head).
+    pub token: Option<Token>,
+    /// The CA to verify the head with; `Some` makes `host:port` addresses `https://`.
+    pub tls_ca: Option<TlsCa>,
+}
+
+impl Credentials {
+    /// From [`TOKEN_ENV`] and [`TLS_CA_ENV`] (either may be unset).
+    pub fn from_env() -> Result<Credentials, SecurityError> {
+        let token = match std::env::var(TOKEN_ENV) {
+            Ok(t) if !t.trim().is_empty() => Some(Token::parse(&t)?),
+            _ => None,
+        };
+        let tls_ca = match std::env::var_os(TLS_CA_ENV) {
+            Some(p) if !p.is_empty() => Some(TlsCa::read(Path::new(&p))?),
+            _ => None,
+        };
+        Ok(Credentials { token, tls_ca })
+    }
+
+    /// Fills what is not set here from the environment.
+    pub fn or_env(mut self) -> Result<Credentials, SecurityError> {
+        if self.token.is_none() || self.tls_ca.is_none() {
+            let env = Credentials::from_env()?;
+            self.token = self.token.or(env.token);
+            self.tls_ca = self.tls_ca.or(env.tls_ca);
+        }
+        Ok(self)
+    }
+
+    /// `addr` as a URI: `host:port` becomes `https://host:port` with a CA, else `http://..`; a
+    /// full URI is kept.
+    pub fn uri(&self, addr: &str) -> String {
+        if addr.contains("://") {
+            addr.to_string()
+        } else if self.tls_ca.is_some() {
+            format!("https://{addr}")
+        } else {
+            format!("http://{addr}")
+        }
+    }
+
+    /// An endpoint for `addr`, with TLS when there is a CA.
+    pub fn endpoint(&self, addr: &str) -> Result<Endpoint, SecurityError> {
+        let bad = |why: String| SecurityError::BadAddress {
+            addr: addr.to_string(),
+            why,
+        };
+        let uri = self.uri(addr);
+        let endpoint = Endpoint::from_shared(uri.clone()).map_err(|e| bad(e.to_string()))?;
+        let parsed: tonic::transport::Uri = uri.parse().map_err(|e| bad(format!("{e}")))?;
+        if parsed.host().is_none() {
+            return Err(bad("no host".into()));
+        }
+        match (&self.tls_ca, parsed.scheme_str()) {
+            (Some(ca), Some("https")) => {
+                let tls = tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(&ca.pem));
+                endpoint
+                    .tls_config(tls)
+                    .map_err(|e| SecurityError::Tls(e.to_string()))
+            }
+            (None, Some("https")) => Err(bad(format!(
+                "an https address needs a CA to trust: pass --tls-ca PEM or set {TLS_CA_ENV}"
+            ))),
+            _ => Ok(endpoint),
+        }
+    }
+
+    /// `channel` with the token attached to every call.
+    pub fn intercept(&self, channel: Channel) -> AuthChannel {
+        InterceptedService::new(channel, self.attach())
+    }
+
+    /// The interceptor that attaches the token.
+    pub fn attach(&self) -> AttachToken {
+        AttachToken(self.token.as_ref().map(Token::header))
+    }
+
+    /// The environment that passes these credentials on to a child process.
+    pub fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        let mut env = Vec::new();
+        if let Some(t) = &self.token {
+            env.push((TOKEN_ENV, t.expose().into()));
+        }
+        if let Some(ca) = &self.tls_ca {
+            env.push((TLS_CA_ENV, ca.path().as_os_str().to_owned()));
+        }
+        env
+    }
+}
+
+/// A channel whose calls carry the cluster token.
+pub type AuthChannel = InterceptedService<Channel, AttachToken>;
+
+/// Adds `authorization: Bearer <token>` to every call (nothing without a token).
+#[derive(Clone, Debug)]
+pub struct AttachToken(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for AttachToken {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = &self.0 {
+            request.metadata_mut().insert(AUTHORIZATION, v.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// Refuses every call that does not carry the cluster token, with status `Unauthenticated`.
+#[derive(Clone, Debug)]
+pub struct RequireToken {
+    expected: Arc<[u8]>,
+    hint: Arc<str>,
+}
+
+impl RequireToken {
+    /// Accepts `token`; a refused client is told `hint` (how to get the token).
+    pub fn new(token: &Token, hint: impl Into<String>) -> Self {
+        RequireToken {
+            expected: format!("Bearer {}", token.0).into_bytes().into(),
+            hint: hint.into().into(),
+        }
+    }
+}
+
+impl tonic::service::Interceptor for RequireToken {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let presented = request
+            .metadata()
+            .get(AUTHORIZATION)
+            .map(|v| v.as_bytes())
+            .unwrap_or_default();
+        if constant_time_eq(presented, &self.expected) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated(format!(
+                "missing or wrong cluster token: {}",
+                self.hint
+            )))
+        }
+    }
+}
+
+/// A server's TLS identity: a certificate chain and its private key (PEM).
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+}
+
+impl ServerTls {
+    /// Reads the certificate chain and key files.
+    pub fn read(cert: &Path, key: &Path) -> Result<ServerTls, SecurityError> {
+        let read = |p: &Path| {
+            std::fs::read(p).map_err(|source| SecurityError::Io {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        Ok(ServerTls {
+            cert: read(cert)?,
+            key: read(key)?,
+        })
+    }
+
+    /// The configuration for `tonic`'s server builder.
+    pub fn config(&self) -> tonic::transport::ServerTlsConfig {
+        tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(&self.cert, &self.key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+    }
+
+    #[test]
+    fn tokens_are_random_hex_and_never_printed() {
+        let a = Token::generate().unwrap();
+        let b = Token::generate().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.expose().len(), 64);
+        assert!(a.expose().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(format!("{a:?}"), "Token(..)");
+        assert!(Token::parse("  \n").is_err());
+        assert!(Token::parse("a b").is_err());
+        assert_eq!(Token::parse(" xyz\n").unwrap().expose(), "xyz");
+    }
+
+    #[test]
+    fn the_token_file_is_private_and_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("starling-token-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let a = Token::load_or_create(&dir).unwrap();
+        let mode = std::fs::metadata(dir.join(TOKEN_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let b = Token::load_or_create(&dir).unwrap();
+        assert_eq!(a, b, "a restarted head must keep its token");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_interceptors_agree() {
+        use tonic::service::Interceptor;
+        let t = Token::generate().unwrap();
+        let creds = Credentials {
+            token: Some(t.clone()),
+            tls_ca: None,
+        };
+        let mut check = RequireToken::new(&t, "hint");
+        let req = creds.attach().call(Request::new(())).unwrap();
+        assert!(check.call(req).is_ok());
+        let err = check.call(Request::new(())).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Unauthenticated);
+        assert_eq!(err.message(), "missing or wrong cluster token: hint");
+        let other = Credentials {
+            token: Some(Token::parse("nope").unwrap()),
+            tls_ca: None,
+        };
+        let req = other.attach().call(Request::new(())).unwrap();
+        assert!(check.call(req).is_err());
+        assert_eq!(creds.uri("h:1"), "http://h:1");
+    }
+}
