@@ -705,6 +705,40 @@ fn a_lost_node_s_objects_are_made_again_from_lineage() {
     c.wait_alive(2);
 }
 
+/// A driver survives a head restart: its task in flight fails at once with `HeadLost` (never a
+/// hang), and its next task runs over a new session once the node has rejoined.
+#[test]
+fn a_driver_carries_on_after_its_head_restarts() {
+    let mut c = Cluster::start("reconnect", 1);
+    let go = c.dir.join("go");
+    let out = c.spawn_payload(
+        "cluster_reconnect",
+        &["--go", go.to_str().expect("utf-8 path")],
+    );
+    let deadline = Instant::now() + PAYLOAD;
+    while !std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .contains("first=3")
+    {
+        if Instant::now() > deadline {
+            c.fail("the payload's first task never finished");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.restart_head();
+    c.wait_alive(1);
+    std::fs::write(&go, b"").expect("write the go file");
+    let p = c.wait_payload("cluster_reconnect", &out, PAYLOAD);
+    c.check(
+        p.get(&c, "in_flight") == "HeadLost",
+        "the task in flight should fail with HeadLost",
+    );
+    c.check(
+        p.get(&c, "second") == "5",
+        "a task after the restart should run",
+    );
+}
+
 /// The chaos test: a 20,099-task DAG whose 10,100 large (128 KiB) intermediate objects live in
 /// the nodes' stores runs while a node agent is SIGKILLed and replaced, twice, and a worker
 /// process is SIGKILLed every 400 ms. Every round's sum must be exact. Prints the recovery time
