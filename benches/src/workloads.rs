@@ -7,7 +7,9 @@
 //! ```
 //! Letters follow the anchors: a noop_tasks_async, b noop_task_sync_latency, c fanout_compute,
 //! d put_get_small, e put_get_large, f pass_large_arg, g chain, h tree_reduce,
-//! i startup/shutdown, k memory, m many_queued (not in the default set: 1,000,000 tasks).
+//! i startup/shutdown, k memory; not in the default set: m many_queued (1,000,000 tasks queued at
+//! once), n scatter_gather (1,000 tasks reading one shared 10 MB object), o shuffle (a 64 x 64
+//! all-to-all exchange of 1 MB blocks).
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +28,10 @@ const LARGE_BYTES: usize = 100 * 1000 * 1000;
 const N_LARGE_ITERS: usize = 10;
 const N_CHAIN: usize = 1_000;
 const N_TREE_LEAVES: usize = 4_096;
+const N_SCATTER: usize = 1_000;
+const SCATTER_BYTES: usize = 10 * 1000 * 1000;
+const SHUFFLE_WAYS: u64 = 64;
+const SHUFFLE_BLOCK: usize = 1000 * 1000;
 
 #[starling::remote]
 fn noop() {}
@@ -51,6 +57,34 @@ fn add(a: u64, b: u64) -> u64 {
 #[starling::remote]
 fn length(x: Bytes) -> u64 {
     x.len() as u64
+}
+
+/// Reads every byte of `x` (so the object really reaches the task): a checksum.
+#[starling::remote]
+fn read_all(x: Bytes, salt: u64) -> u64 {
+    let words = x.chunks_exact(8).fold(salt, |h, w| {
+        h.rotate_left(5) ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))
+    });
+    words ^ x.len() as u64
+}
+
+/// Shuffle map output: the block mapper `i` sends to reducer `j` (1 MB, filled with a byte of
+/// `(i, j)`).
+#[starling::remote]
+fn shuffle_block(i: u64, j: u64) -> Bytes {
+    Bytes::new(vec![(i * SHUFFLE_WAYS + j) as u8; SHUFFLE_BLOCK])
+}
+
+/// Shuffle reduce step: byte-wise XOR of two blocks.
+#[starling::remote]
+fn xor_blocks(a: Bytes, b: Bytes) -> Bytes {
+    Bytes::new(a.iter().zip(b.iter()).map(|(x, y)| x ^ y).collect())
+}
+
+/// A block's first byte and length, checked by the driver.
+#[starling::remote]
+fn block_summary(a: Bytes) -> (u8, u64) {
+    (a.first().copied().unwrap_or(0), a.len() as u64)
 }
 
 #[derive(Parser)]
@@ -465,6 +499,71 @@ fn main() -> Result<()> {
         );
     }
 
+    if only('n') {
+        // One 10 MB object, put once, read whole by 1,000 tasks.
+        let shared = starling::put(Bytes::new(
+            (0..SCATTER_BYTES).map(|k| (k % 251) as u8).collect(),
+        ))?;
+        let want: Vec<u64> = {
+            let local = starling::get(&shared)?;
+            (0..N_SCATTER as u64)
+                .map(|s| read_all(local.clone(), s))
+                .collect()
+        };
+        let t0 = Instant::now();
+        let refs: Vec<_> = (0..N_SCATTER as u64)
+            .map(|s| read_all::remote(&shared, s))
+            .collect();
+        let got = starling::get_all(&refs)?;
+        let dt = t0.elapsed().as_secs_f64();
+        ensure!(got == want, "scatter_gather read other bytes");
+        e.emit(
+            "scatter_gather",
+            dt * 1e3,
+            "ms",
+            json!({"tasks": N_SCATTER, "object_bytes": SCATTER_BYTES, "tasks_per_s": N_SCATTER as f64 / dt}),
+        );
+    }
+
+    if only('o') {
+        // Reducer j gets block (i, j) from every mapper i and XORs them pairwise. Columns are
+        // submitted one after another, so finished blocks are freed while later ones are made.
+        let t0 = Instant::now();
+        let mut results = Vec::with_capacity(SHUFFLE_WAYS as usize);
+        let mut tasks = 0usize;
+        for j in 0..SHUFFLE_WAYS {
+            let mut level: Vec<_> = (0..SHUFFLE_WAYS)
+                .map(|i| shuffle_block::remote(i, j))
+                .collect();
+            tasks += level.len();
+            while level.len() > 1 {
+                level = level
+                    .chunks(2)
+                    .map(|p| xor_blocks::remote(&p[0], &p[1]))
+                    .collect();
+                tasks += level.len();
+            }
+            results.push(block_summary::remote(&level[0]));
+            tasks += 1;
+        }
+        let got = starling::get_all(&results)?;
+        let dt = t0.elapsed().as_secs_f64();
+        for (j, (byte, len)) in got.iter().enumerate() {
+            let want = (0..SHUFFLE_WAYS).fold(0u8, |x, i| x ^ (i * SHUFFLE_WAYS + j as u64) as u8);
+            ensure!(
+                *byte == want && *len == SHUFFLE_BLOCK as u64,
+                "shuffle reducer {j} got ({byte}, {len})"
+            );
+        }
+        let moved = (SHUFFLE_WAYS * SHUFFLE_WAYS) as f64 * SHUFFLE_BLOCK as f64;
+        e.emit(
+            "shuffle",
+            dt * 1e3,
+            "ms",
+            json!({"ways": SHUFFLE_WAYS, "block_bytes": SHUFFLE_BLOCK, "tasks": tasks, "GB_per_s": moved / 1e9 / dt}),
+        );
+    }
+
     if only('m') {
         // Everything is submitted before anything is awaited: the head queues them all. With
         // `--engine local` the head lives in this process, so this process's peak memory bounds
@@ -491,6 +590,12 @@ fn main() -> Result<()> {
                 "rss_when_all_queued_mib": queued_rss,
                 "what": "peak RSS of the driver process (with the head and node agent of a local cluster)",
             }),
+        );
+        e.emit(
+            "many_queued_peak_rss",
+            peak,
+            "MiB",
+            json!({"n": args.n_queued, "what": "peak RSS of the driver process (with the head and node agent of a local cluster)"}),
         );
     }
 
