@@ -50,6 +50,11 @@ impl Blob {
         Ok(Blob(Arc::new(Backing::Mapped(map))))
     }
 
+    /// Whether the bytes are a mapped store file (rather than memory of this process).
+    pub fn is_mapped(&self) -> bool {
+        matches!(*self.0, Backing::Mapped(_))
+    }
+
     /// Whether `slice` points into this blob's bytes.
     pub fn contains(&self, slice: &[u8]) -> bool {
         let range = self.as_ptr_range();

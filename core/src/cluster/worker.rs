@@ -115,6 +115,7 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
         results: Mutex::new(LocalResults::default()),
         settled: Condvar::new(),
         times: Mutex::default(),
+        fetched: Mutex::default(),
     });
     let _ = POOL.set(pool.clone());
     pool.executor();
@@ -137,6 +138,43 @@ struct Pool {
     settled: Condvar,
     /// How long tasks of each function took here (a moving average).
     times: Mutex<std::collections::HashMap<std::sync::Arc<str>, Duration>>,
+    /// Values this process fetched from other hosts or the head, for the next tasks that read
+    /// them (objects never change, so a copy stays right while it is kept).
+    fetched: Mutex<FetchCache>,
+}
+
+/// Fetched values, oldest dropped first beyond [`FETCH_CACHE_BYTES`].
+#[derive(Default)]
+struct FetchCache {
+    blobs: std::collections::HashMap<ObjectId, Blob>,
+    order: std::collections::VecDeque<ObjectId>,
+    bytes: usize,
+}
+
+/// What a worker process keeps of fetched values.
+const FETCH_CACHE_BYTES: usize = 256 << 20;
+
+impl FetchCache {
+    fn get(&self, object: ObjectId) -> Option<Blob> {
+        self.blobs.get(&object).cloned()
+    }
+
+    fn put(&mut self, object: ObjectId, blob: Blob) {
+        if blob.len() > FETCH_CACHE_BYTES / 2 || self.blobs.contains_key(&object) {
+            return;
+        }
+        self.bytes += blob.len();
+        self.blobs.insert(object, blob);
+        self.order.push_back(object);
+        while self.bytes > FETCH_CACHE_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = self.blobs.remove(&old) {
+                self.bytes -= b.len();
+            }
+        }
+    }
 }
 
 /// What tasks pipelined behind others on this worker need: the values of the tasks before them.
@@ -407,16 +445,33 @@ impl Pool {
                 },
                 Some(resolved_arg::Kind::Location(l)) => {
                     let object = ObjectId(l.object);
+                    let cached = self
+                        .fetched
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(object);
                     let spill = client.local_store().map(|s| s.spill_dir.clone());
-                    let got = client.handle().block_on(objects::fetch(
-                        object,
-                        l,
-                        client.addr(),
-                        client.credentials(),
-                        spill.as_deref(),
-                    ));
+                    let got = match cached {
+                        Some(b) => Ok(b),
+                        None => client.handle().block_on(objects::fetch(
+                            object,
+                            l,
+                            client.addr(),
+                            client.credentials(),
+                            spill.as_deref(),
+                        )),
+                    };
                     match got {
-                        Ok(b) => blobs.push(Some(b)),
+                        Ok(b) => {
+                            // A file of this host is mapped, not copied: nothing to keep.
+                            if !b.is_mapped() {
+                                self.fetched
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .put(object, b.clone());
+                            }
+                            blobs.push(Some(b))
+                        }
                         Err(e) => {
                             let e = starling_proto::RemoteError::new(
                                 "starling::ObjectLost",

@@ -234,6 +234,17 @@ impl Transport for Outbox {
                 kind: Some(match a {
                     TaskArg::Inline(b) => pb::resolved_arg::Kind::Inline(b.clone()),
                     TaskArg::Object(o) => match self.values.get(o) {
+                        // A large value the head holds (a remote driver's `put`) is fetched by
+                        // the worker, once per process, instead of riding along every task.
+                        Some(v) if v.len() > super::INLINE_LIMIT => {
+                            pb::resolved_arg::Kind::Location(pb::ObjectLocation {
+                                node: 0,
+                                address: String::new(),
+                                path: String::new(),
+                                size: v.len() as u64,
+                                object: o.0,
+                            })
+                        }
                         Some(v) => pb::resolved_arg::Kind::Inline(v.clone()),
                         None => match self.location(*o) {
                             Some(l) => pb::resolved_arg::Kind::Location(l),
