@@ -163,12 +163,7 @@ fn install_panic_hook() -> PanicSlot {
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if std::thread::current().id() == main {
-            let payload = info.payload();
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic with a non-string payload".into());
+            let msg = crate::runtime::exec::panic_message(info.payload());
             let location = info
                 .location()
                 .map(|l| format!(" at {l}"))
