@@ -284,31 +284,24 @@ fn the_cluster_token_is_required_and_kept_private() {
         "missing or wrong cluster token: pass --token-file {}",
         c.token_file.display()
     );
+    let calls: [(&str, Vec<&str>); 2] = [
+        ("status", vec!["status", "--head", &c.head]),
+        ("job list", vec!["job", "--head", &c.head, "list"]),
+    ];
     for (what, file) in [("no token", None), ("a wrong token", Some(&wrong))] {
-        let mut cmd = Command::new(STARLING);
-        cmd.args(["status", "--head", &c.head])
-            .env_remove("STARLING_TOKEN");
-        if let Some(f) = file {
-            cmd.arg("--token-file").arg(f);
+        for (call, args) in &calls {
+            let mut cmd = Command::new(STARLING);
+            cmd.args(args).env_remove("STARLING_TOKEN");
+            if let Some(f) = file {
+                cmd.arg("--token-file").arg(f);
+            }
+            let (st, _, err) =
+                output_within(&mut cmd, Duration::from_secs(15)).unwrap_or_else(|e| c.fail(&e));
+            c.check(
+                st.code() == Some(1) && err.contains(&hint),
+                &format!("{call} with {what}: {st}: {err}"),
+            );
         }
-        let (st, _, err) =
-            output_within(&mut cmd, Duration::from_secs(15)).unwrap_or_else(|e| c.fail(&e));
-        c.check(
-            st.code() == Some(1) && err.contains(&hint),
-            &format!("status with {what}: {st}: {err}"),
-        );
-        let mut cmd = Command::new(STARLING);
-        cmd.args(["job", "--head", &c.head, "list"])
-            .env_remove("STARLING_TOKEN");
-        if let Some(f) = file {
-            cmd.arg("--token-file").arg(f);
-        }
-        let (st, _, err) =
-            output_within(&mut cmd, Duration::from_secs(15)).unwrap_or_else(|e| c.fail(&e));
-        c.check(
-            st.code() == Some(1) && err.contains(&hint),
-            &format!("job list with {what}: {st}: {err}"),
-        );
     }
     let (st, _, err) = output_within(
         Command::new(STARLING)

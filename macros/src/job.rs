@@ -27,7 +27,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::{Expr, Ident, ItemFn, Lit, Token};
 
 use crate::expand::{invoker, type_checks, with_item};
-use crate::options::{duplicate, is_negated_literal, literal, unknown_option};
+use crate::options::{assigned_value, duplicate, is_negated_literal, literal, unknown_option};
 use crate::signature::{self, RemoteFn};
 
 /// The option names, in the order the error message lists them.
@@ -79,14 +79,7 @@ impl Parse for JobOptions {
             if !KNOWN_OPTIONS.contains(&key.as_str()) {
                 return Err(unknown_option("job", &name, KNOWN_OPTIONS));
             }
-            if !input.peek(Token![=]) {
-                return Err(syn::Error::new(
-                    name.span(),
-                    format!("write the option as `{key} = value`"),
-                ));
-            }
-            input.parse::<Token![=]>()?;
-            let value: Expr = input.parse()?;
+            let value = assigned_value(input, &name)?;
             let seen = match key.as_str() {
                 "pool" => options.pool.replace(text(&key, value)?).is_some(),
                 "name" => options.name.replace(text(&key, value)?).is_some(),

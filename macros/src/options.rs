@@ -148,14 +148,7 @@ impl Parse for RemoteOptions {
                     ));
                 }
             } else {
-                if !input.peek(Token![=]) {
-                    return Err(syn::Error::new(
-                        name.span(),
-                        format!("write the option as `{key} = value`"),
-                    ));
-                }
-                input.parse::<Token![=]>()?;
-                let value: Expr = input.parse()?;
+                let value = assigned_value(input, &name)?;
                 let seen = match key.as_str() {
                     "num_cpus" => options.num_cpus.replace(amount(&key, value)?).is_some(),
                     "num_gpus" => options.num_gpus.replace(amount(&key, value)?).is_some(),
@@ -306,6 +299,18 @@ pub(crate) fn literal(value: &Expr) -> Option<&Lit> {
 
 pub(crate) fn is_negated_literal(value: &Expr) -> bool {
     matches!(value, Expr::Unary(ExprUnary { op: UnOp::Neg(_), expr, .. }) if literal(expr).is_some())
+}
+
+/// The `= value` after option `name`, or an error that says how to write it.
+pub(crate) fn assigned_value(input: ParseStream<'_>, name: &Ident) -> syn::Result<Expr> {
+    if !input.peek(Token![=]) {
+        return Err(syn::Error::new(
+            name.span(),
+            format!("write the option as `{name} = value`"),
+        ));
+    }
+    input.parse::<Token![=]>()?;
+    input.parse()
 }
 
 pub(crate) fn duplicate(name: &Ident) -> syn::Error {
