@@ -264,10 +264,10 @@ mod tests {
 
     #[test]
     fn a_dead_port_is_unreachable_at_once() {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+        // Bound (so no one else takes the port) but never listening: connections are refused.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = socket.local_addr().unwrap().port();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

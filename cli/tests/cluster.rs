@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,7 +110,8 @@ fn status_lists_two_alive_nodes() {
 
 #[test]
 fn dead_heads_and_bad_flags_fail_fast() {
-    let dead = format!("127.0.0.1:{}", free_port());
+    let closed = ClosedPort::new();
+    let dead = closed.addr.to_string();
     let t0 = Instant::now();
     let (status, _, stderr) = output_within(
         Command::new(STARLING).args(["status", "--head", &dead]),
@@ -1595,10 +1596,25 @@ fn is_zombie(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// A port nothing listens on (bound, then released).
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local address").port()
+/// A loopback port that refuses connections for as long as this lives: the socket is bound,
+/// so no other test can take the port, but never listens.
+struct ClosedPort {
+    addr: std::net::SocketAddr,
+    _socket: tokio::net::TcpSocket,
+}
+
+impl ClosedPort {
+    fn new() -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("an address"))
+            .expect("bind a loopback port");
+        let addr = socket.local_addr().expect("local address");
+        Self {
+            addr,
+            _socket: socket,
+        }
+    }
 }
 
 /// Where the example payloads are, building them first (once per test process).

@@ -718,10 +718,11 @@ async fn losing_the_head_stops_workers() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_and_refusing_heads_are_typed_errors() -> Result<()> {
     let tmp = TempDir::new("refused")?;
-    // A port nobody listens on: bind one, then close it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    // A port that refuses connections: bound for the whole test (so no head started here or
+    // by another test can take it), never listening.
+    let closed = tokio::net::TcpSocket::new_v4()?;
+    closed.bind("127.0.0.1:0".parse()?)?;
+    let port = closed.local_addr()?.port();
     let head = Head::start(None, HashMap::new()).await?;
     let mut cfg = config(&head, &tmp.0, None);
     cfg.head = format!("http://127.0.0.1:{port}");
