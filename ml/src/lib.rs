@@ -8,9 +8,18 @@
 //!
 //! This crate uses only Starling's public API: everything here could live in a user's crate.
 
+pub mod data;
+pub mod hist;
 pub mod model;
+pub mod params;
+pub mod sketch;
+pub mod train;
 
+pub use data::{DataConnector, Frame, Table};
 pub use model::{ImportanceType, Model, Objective, Tree};
+pub use params::{Params, ScalingConfig};
+pub use sketch::Cuts;
+pub use train::{FitReport, GbdtEstimator, XGBEstimator};
 
 /// What can go wrong in data loading, training and model I/O.
 #[derive(Debug, thiserror::Error)]

@@ -120,7 +120,7 @@ pub struct Tree {
     pub split_condition: Vec<f32>,
     /// Where a missing value goes at each split.
     pub default_left: Vec<bool>,
-    /// Each node's weight `-G/(H+lambda)` times the learning rate (a leaf's output).
+    /// Each node's weight `-G/(H+lambda)`, before the learning rate is applied.
     pub base_weight: Vec<f32>,
     /// Loss reduction of each split (0 for leaves).
     pub loss_change: Vec<f32>,
@@ -152,7 +152,7 @@ impl Tree {
     }
 
     /// Appends a leaf under `parent` (or the root, for `-1`) and returns its index.
-    pub(crate) fn push_node(&mut self, parent: i32, value: f32, sum_hessian: f32) -> usize {
+    pub fn push_node(&mut self, parent: i32, value: f32, sum_hessian: f32) -> usize {
         let i = self.left.len();
         self.left.push(-1);
         self.right.push(-1);
@@ -168,7 +168,7 @@ impl Tree {
 
     /// Turns leaf `i` into a split with two new leaves; returns their indices.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn split(
+    pub fn split(
         &mut self,
         i: usize,
         feature: u32,
@@ -277,10 +277,7 @@ impl Model {
     pub fn margins_row(&self, row: &[f32], out: &mut [f32]) {
         let base = self.objective.base_margin(self.base_score);
         out.iter_mut().for_each(|m| *m = base);
-        for (tree, class) in self.trees[..self.trees_used()]
-            .iter()
-            .zip(&self.tree_info)
-        {
+        for (tree, class) in self.trees[..self.trees_used()].iter().zip(&self.tree_info) {
             out[*class as usize] += tree.predict_row(row);
         }
     }
@@ -355,7 +352,11 @@ mod tests {
     fn rows_follow_thresholds_and_missing_values_the_default() {
         let t = stump();
         assert_eq!(t.predict_row(&[9.0, 2.0]), -1.0);
-        assert_eq!(t.predict_row(&[9.0, 2.5]), 1.0, "equal to the threshold goes right");
+        assert_eq!(
+            t.predict_row(&[9.0, 2.5]),
+            1.0,
+            "equal to the threshold goes right"
+        );
         assert_eq!(t.predict_row(&[9.0, f32::NAN]), -1.0);
         assert_eq!(t.depth(), 1);
         assert_eq!(t.parent, vec![i32::MAX, 0, 0]);

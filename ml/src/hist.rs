@@ -1,0 +1,459 @@
+//! Gradient histograms and split finding.
+//!
+//! Gradients and hessians are summed in fixed point (`i64`, scaled by `2^scale`): integer sums
+//! do not depend on the order they are added in, so a histogram summed over 1, 2 or 4 shards is
+//! bit-for-bit the same and distributed training grows the same trees as one worker. The scale
+//! is chosen from the number of rows and a bound on the gradients so no sum can overflow.
+//!
+//! A histogram holds, for each node it covers (a *slot*), the `(g, h)` sums of every bin of
+//! every feature, then the node's totals `(g, h, rows)`; a feature's missing values are what its
+//! bins lack of the totals.
+
+use serde::{Deserialize, Serialize};
+
+use crate::sketch::{Cuts, MISSING};
+
+/// Fixed-point gradient statistics: `(g, h)` scaled by `2^scale`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GradSum {
+    /// Sum of gradients.
+    pub g: i64,
+    /// Sum of hessians.
+    pub h: i64,
+}
+
+impl GradSum {
+    fn sub(self, o: GradSum) -> GradSum {
+        GradSum {
+            g: self.g - o.g,
+            h: self.h - o.h,
+        }
+    }
+    fn add(self, o: GradSum) -> GradSum {
+        GradSum {
+            g: self.g + o.g,
+            h: self.h + o.h,
+        }
+    }
+}
+
+/// The fixed-point scale for `rows` rows whose `|g|` and `h` are at most `bound`: sums stay
+/// below `2^62`.
+pub fn scale_for(rows: u64, bound: f64) -> i32 {
+    let mag = (rows.max(1) as f64 * bound.max(1e-30)).log2().ceil() as i32;
+    (61 - mag).clamp(0, 48)
+}
+
+/// Rounds a value to fixed point (saturating).
+#[inline]
+pub fn quantize(x: f32, scale: i32) -> i64 {
+    let v = (f64::from(x) * (scale as f64).exp2()).round();
+    v.clamp(-(2f64.powi(62)), 2f64.powi(62)) as i64
+}
+
+/// Histograms of several nodes over one binning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hist {
+    /// Total bins over all features.
+    pub bins: usize,
+    /// Per slot: `2 * bins` values (`g`, `h` per bin), then `g`, `h`, rows.
+    pub data: Vec<i64>,
+}
+
+impl Hist {
+    /// An all-zero histogram of `slots` nodes.
+    pub fn zeros(slots: usize, bins: usize) -> Self {
+        Hist {
+            bins,
+            data: vec![0; slots * (2 * bins + 3)],
+        }
+    }
+
+    fn stride(&self) -> usize {
+        2 * self.bins + 3
+    }
+
+    /// Number of nodes covered.
+    pub fn slots(&self) -> usize {
+        self.data.len() / self.stride().max(1)
+    }
+
+    /// One slot's values.
+    pub fn slot(&self, s: usize) -> &[i64] {
+        let st = self.stride();
+        &self.data[s * st..(s + 1) * st]
+    }
+
+    fn slot_mut(&mut self, s: usize) -> &mut [i64] {
+        let st = self.stride();
+        &mut self.data[s * st..(s + 1) * st]
+    }
+
+    /// Adds `o` (same shape) into `self`.
+    pub fn add(&mut self, o: &Hist) {
+        for (a, b) in self.data.iter_mut().zip(&o.data) {
+            *a += *b;
+        }
+    }
+
+    /// `parent - child` for one slot each: the sibling's histogram.
+    pub fn difference(parent: &[i64], child: &[i64]) -> Vec<i64> {
+        parent.iter().zip(child).map(|(p, c)| p - c).collect()
+    }
+
+    /// Adds rows into slot histograms: `slot_of(row)` picks the slot (or none), `grad(row)`
+    /// its statistics; `bins` is row-major with `n_features` codes per row.
+    pub fn accumulate(
+        &mut self,
+        bins: &[u8],
+        n_features: usize,
+        offsets: &[usize],
+        rows: std::ops::Range<usize>,
+        mut slot_of: impl FnMut(usize) -> Option<usize>,
+        mut grad: impl FnMut(usize) -> GradSum,
+    ) {
+        let st = self.stride();
+        let nb = self.bins;
+        for i in rows {
+            let Some(s) = slot_of(i) else { continue };
+            let gs = grad(i);
+            if gs.h == 0 && gs.g == 0 {
+                continue;
+            }
+            let slot = &mut self.data[s * st..(s + 1) * st];
+            let row = &bins[i * n_features..(i + 1) * n_features];
+            for (f, &b) in row.iter().enumerate() {
+                if b != MISSING {
+                    let k = 2 * (offsets[f] + b as usize);
+                    slot[k] += gs.g;
+                    slot[k + 1] += gs.h;
+                }
+            }
+            slot[2 * nb] += gs.g;
+            slot[2 * nb + 1] += gs.h;
+            slot[2 * nb + 2] += 1;
+        }
+    }
+
+    /// Puts `values` (one slot's worth) into slot `s`.
+    pub fn set_slot(&mut self, s: usize, values: &[i64]) {
+        self.slot_mut(s).copy_from_slice(values);
+    }
+}
+
+/// A slot's totals: `(g, h)` and rows.
+pub fn totals(slot: &[i64], bins: usize) -> (GradSum, i64) {
+    (
+        GradSum {
+            g: slot[2 * bins],
+            h: slot[2 * bins + 1],
+        },
+        slot[2 * bins + 2],
+    )
+}
+
+/// The regularization parameters split finding uses (XGBoost's names).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct SplitParams {
+    /// L2 regularization on leaf weights.
+    pub lambda: f64,
+    /// L1 regularization on leaf weights.
+    pub alpha: f64,
+    /// Least hessian sum a child may have.
+    pub min_child_weight: f64,
+    /// The fixed-point scale of the sums.
+    pub scale: i32,
+}
+
+impl SplitParams {
+    fn real(&self, x: i64) -> f64 {
+        x as f64 * (-self.scale as f64).exp2()
+    }
+
+    fn threshold_l1(&self, g: f64) -> f64 {
+        if g > self.alpha {
+            g - self.alpha
+        } else if g < -self.alpha {
+            g + self.alpha
+        } else {
+            0.0
+        }
+    }
+
+    /// The score of a node with these sums: `T(G)^2 / (H + lambda)`.
+    pub fn gain(&self, s: GradSum) -> f64 {
+        let g = self.threshold_l1(self.real(s.g));
+        let h = self.real(s.h);
+        if h + self.lambda <= 0.0 {
+            return 0.0;
+        }
+        g * g / (h + self.lambda)
+    }
+
+    /// The optimal weight of a node with these sums: `-T(G) / (H + lambda)`.
+    pub fn weight(&self, s: GradSum) -> f64 {
+        let h = self.real(s.h);
+        if h + self.lambda <= 0.0 {
+            return 0.0;
+        }
+        -self.threshold_l1(self.real(s.g)) / (h + self.lambda)
+    }
+
+    /// The hessian sum as a real number.
+    pub fn hessian(&self, s: GradSum) -> f64 {
+        self.real(s.h)
+    }
+}
+
+/// The best split of a node.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Split {
+    /// Feature.
+    pub feature: usize,
+    /// Rows with bin `<= bin` go left.
+    pub bin: u8,
+    /// Missing values go left.
+    pub default_left: bool,
+    /// Loss reduction.
+    pub gain: f64,
+    /// Sums of the left child.
+    pub left: GradSum,
+    /// Sums of the right child.
+    pub right: GradSum,
+}
+
+/// The best split of one node's histogram slot over the features in `allowed` (all when
+/// empty), or `None` when no split gains more than `1e-6` within `min_child_weight`.
+///
+/// For each feature the bins are scanned left to right with missing values going right; when
+/// the node has missing values for the feature, the scan is repeated with them going left
+/// (XGBoost's order, so ties resolve the same way: first feature, first bin, missing right).
+pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) -> Option<Split> {
+    let (offsets, bins) = cuts.offsets();
+    let (total, _) = totals(slot, bins);
+    let parent = p.gain(total);
+    let mut best: Option<Split> = None;
+    let mut best_gain = 1e-6f64;
+    for (f, &off) in offsets.iter().enumerate() {
+        if !allowed.is_empty() && !allowed[f] {
+            continue;
+        }
+        let nb = cuts.n_bins(f);
+        if nb < 2 {
+            continue;
+        }
+        let bin = |b: usize| GradSum {
+            g: slot[2 * (off + b)],
+            h: slot[2 * (off + b) + 1],
+        };
+        let present = (0..nb).fold(GradSum::default(), |a, b| a.add(bin(b)));
+        let missing = total.sub(present);
+        let dirs: &[bool] = if missing.h != 0 || missing.g != 0 {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &missing_left in dirs {
+            let mut left = if missing_left {
+                missing
+            } else {
+                GradSum::default()
+            };
+            for b in 0..nb - 1 {
+                left = left.add(bin(b));
+                let right = total.sub(left);
+                if p.hessian(left) < p.min_child_weight || p.hessian(right) < p.min_child_weight {
+                    continue;
+                }
+                let gain = p.gain(left) + p.gain(right) - parent;
+                if gain > best_gain {
+                    best_gain = gain;
+                    best = Some(Split {
+                        feature: f,
+                        bin: b as u8,
+                        default_left: missing_left,
+                        gain,
+                        left,
+                        right,
+                    });
+                }
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> SplitParams {
+        SplitParams {
+            lambda: 1.0,
+            alpha: 0.0,
+            min_child_weight: 1.0,
+            scale: 0,
+        }
+    }
+
+    /// Two features; feature 0 has 3 bins, feature 1 has 2. Four rows, whole-number gradients
+    /// (scale 0) so every sum below is checked by hand.
+    fn four_rows() -> (Cuts, Hist) {
+        let cuts = Cuts {
+            thresholds: vec![vec![1.0, 2.0], vec![5.0]],
+        };
+        let (off, bins) = cuts.offsets();
+        assert_eq!((off.clone(), bins), (vec![0, 3], 5));
+        // rows: (f0 bin, f1 bin, g, h)
+        let rows = [
+            (0u8, 0u8, -4, 1),
+            (0, 1, -2, 1),
+            (1, MISSING, 3, 1),
+            (2, 1, 5, 1),
+        ];
+        let codes: Vec<u8> = rows.iter().flat_map(|r| [r.0, r.1]).collect();
+        let mut h = Hist::zeros(1, bins);
+        h.accumulate(
+            &codes,
+            2,
+            &off,
+            0..4,
+            |_| Some(0),
+            |i| GradSum {
+                g: rows[i].2,
+                h: rows[i].3,
+            },
+        );
+        (cuts, h)
+    }
+
+    #[test]
+    fn histograms_sum_each_bin_and_the_totals() {
+        let (_, h) = four_rows();
+        // f0: bin0 = rows 0,1 (-6, 2); bin1 = row 2 (3, 1); bin2 = row 3 (5, 1)
+        // f1: bin0 = row 0 (-4, 1); bin1 = rows 1,3 (3, 2); row 2 missing
+        // totals: g = 2, h = 4, rows = 4
+        assert_eq!(h.slot(0), &[-6, 2, 3, 1, 5, 1, -4, 1, 3, 2, 2, 4, 4]);
+    }
+
+    #[test]
+    fn the_best_split_is_the_hand_computed_one() {
+        let (cuts, h) = four_rows();
+        let p = params();
+        // parent: G=2, H=4 -> 4/5 = 0.8
+        // f0 after bin0: L(-6,2) 36/3 = 12, R(8,2) 64/3 = 21.33 -> gain 32.53
+        // f0 after bin1: L(-3,3) 9/4 = 2.25, R(5,1) 25/2 = 12.5 -> 13.95
+        // f1 missing right: L(-4,1) 8, R(6,3) 9 -> 16.2; missing left: L(-1,2) 1/3, R(3,2) 3 -> 2.53
+        let s = best_split(h.slot(0), &cuts, &p, &[]).unwrap();
+        assert_eq!((s.feature, s.bin, s.default_left), (0, 0, false));
+        assert!(
+            (s.gain - (12.0 + 64.0 / 3.0 - 0.8)).abs() < 1e-12,
+            "{}",
+            s.gain
+        );
+        assert_eq!(s.left, GradSum { g: -6, h: 2 });
+        assert_eq!(s.right, GradSum { g: 8, h: 2 });
+        // Without feature 0, feature 1 with its missing row on the right wins.
+        let s = best_split(h.slot(0), &cuts, &p, &[false, true]).unwrap();
+        assert_eq!((s.feature, s.bin, s.default_left), (1, 0, false));
+        assert!((s.gain - (8.0 + 9.0 - 0.8)).abs() < 1e-12);
+        // Weights: -G/(H+lambda).
+        assert!((p.weight(s.left) - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn missing_values_go_where_they_gain_most() {
+        // f1 only; the missing row has a large negative gradient, like row 0.
+        let cuts = Cuts {
+            thresholds: vec![vec![5.0]],
+        };
+        let rows = [(0u8, -4i64), (1, 3), (1, 5), (MISSING, -6)];
+        let codes: Vec<u8> = rows.iter().map(|r| r.0).collect();
+        let mut h = Hist::zeros(1, 2);
+        h.accumulate(
+            &codes,
+            1,
+            &[0],
+            0..4,
+            |_| Some(0),
+            |i| GradSum { g: rows[i].1, h: 1 },
+        );
+        let s = best_split(h.slot(0), &cuts, &params(), &[]).unwrap();
+        // missing left: L(-10,2) 100/3, R(8,2) 64/3 beats missing right: L(-4,1) 8, R(2,3) 1.
+        assert!(s.default_left);
+        assert_eq!(s.left, GradSum { g: -10, h: 2 });
+    }
+
+    #[test]
+    fn min_child_weight_and_l1_are_respected() {
+        let (cuts, h) = four_rows();
+        let strict = SplitParams {
+            min_child_weight: 2.5,
+            ..params()
+        };
+        // Every split leaves a child with fewer than 2.5 hessian.
+        assert_eq!(best_split(h.slot(0), &cuts, &strict, &[]), None);
+        let l1 = SplitParams {
+            alpha: 1.0,
+            ..params()
+        };
+        // T(-6) = -5, T(8) = 7, T(2) = 1: 25/3 + 49/3 - 1/5
+        let s = best_split(h.slot(0), &cuts, &l1, &[]).unwrap();
+        assert!((s.gain - (25.0 / 3.0 + 49.0 / 3.0 - 0.2)).abs() < 1e-12);
+        assert!((l1.weight(s.left) - 5.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sums_are_exact_in_any_order_and_siblings_come_from_subtraction() {
+        let scale = scale_for(1000, 1.0);
+        let g: Vec<i64> = (0..1000)
+            .map(|i| quantize(((i * 7919) % 1000) as f32 / 999.0 - 0.5, scale))
+            .collect();
+        let codes: Vec<u8> = (0..1000).map(|i| (i % 3) as u8).collect();
+        let whole = {
+            let mut h = Hist::zeros(1, 3);
+            h.accumulate(
+                &codes,
+                1,
+                &[0],
+                0..1000,
+                |_| Some(0),
+                |i| GradSum { g: g[i], h: 1 },
+            );
+            h
+        };
+        let mut parts = Hist::zeros(1, 3);
+        for r in [700..1000, 0..300, 300..700] {
+            let mut h = Hist::zeros(1, 3);
+            h.accumulate(
+                &codes,
+                1,
+                &[0],
+                r,
+                |_| Some(0),
+                |i| GradSum { g: g[i], h: 1 },
+            );
+            parts.add(&h);
+        }
+        assert_eq!(whole, parts);
+        let mut left = Hist::zeros(1, 3);
+        left.accumulate(
+            &codes,
+            1,
+            &[0],
+            0..1000,
+            |i| (i < 400).then_some(0),
+            |i| GradSum { g: g[i], h: 1 },
+        );
+        let mut right = Hist::zeros(1, 3);
+        right.accumulate(
+            &codes,
+            1,
+            &[0],
+            400..1000,
+            |_| Some(0),
+            |i| GradSum { g: g[i], h: 1 },
+        );
+        assert_eq!(Hist::difference(whole.slot(0), left.slot(0)), right.slot(0));
+    }
+}

@@ -1,0 +1,216 @@
+//! Bin edges from a distributed quantile sketch, and binning.
+//!
+//! Every worker summarizes each feature of its shard ([`Summary::of_column`]): exactly (each
+//! distinct value with its count) when the shard has few distinct values, otherwise as
+//! [`SUMMARY_POINTS`] values at evenly spaced ranks, each weighted by the rows it stands for.
+//! The driver merges the summaries of all shards ([`Cuts::from_summaries`]) and picks at most
+//! `max_bin - 1` thresholds per feature at evenly spaced weighted ranks.
+//!
+//! A value's bin is the number of thresholds at or below it, so "bin <= b" is exactly
+//! "x < thresholds[b]": a split found on bins is the split XGBoost writes (`x < split_condition`
+//! goes left), and trees can be evaluated on bins or on raw values with the same result.
+//! Missing values (NaN) get bin [`MISSING`].
+
+use serde::{Deserialize, Serialize};
+
+/// The bin of a missing value.
+pub const MISSING: u8 = u8::MAX;
+
+/// Most bins a feature can have (bins are bytes, and [`MISSING`] takes one code).
+pub const MAX_BINS: usize = 255;
+
+/// Points a shard's summary of a column keeps when the column has more distinct values.
+pub const SUMMARY_POINTS: usize = 2048;
+
+/// A weighted summary of one column of one shard: `(value, rows)` pairs by increasing value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Values and how many rows each stands for, sorted by value.
+    pub points: Vec<(f32, u64)>,
+}
+
+impl Summary {
+    /// Summarizes a column (NaNs are left out).
+    pub fn of_column(values: &[f32]) -> Self {
+        let mut v: Vec<f32> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+        v.sort_unstable_by(f32::total_cmp);
+        let mut distinct: Vec<(f32, u64)> = Vec::new();
+        for x in &v {
+            match distinct.last_mut() {
+                Some((last, n)) if *last == *x => *n += 1,
+                _ => distinct.push((*x, 1)),
+            }
+        }
+        if distinct.len() <= SUMMARY_POINTS {
+            return Summary { points: distinct };
+        }
+        // Evenly spaced ranks; the point at rank r stands for the rows since the previous point.
+        let n = v.len();
+        let mut points: Vec<(f32, u64)> = Vec::with_capacity(SUMMARY_POINTS);
+        let mut prev = 0usize;
+        for i in 1..=SUMMARY_POINTS {
+            let rank = i * n / SUMMARY_POINTS;
+            if rank == prev {
+                continue;
+            }
+            let x = v[rank - 1];
+            let w = (rank - prev) as u64;
+            match points.last_mut() {
+                Some((last, c)) if *last == x => *c += w,
+                _ => points.push((x, w)),
+            }
+            prev = rank;
+        }
+        Summary { points }
+    }
+}
+
+/// Bin thresholds for every feature.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cuts {
+    /// Per feature, increasing thresholds; a value's bin is how many are `<=` it.
+    pub thresholds: Vec<Vec<f32>>,
+}
+
+impl Cuts {
+    /// Merges the shards' summaries (`summaries[shard][feature]`) into at most `max_bin` bins
+    /// per feature (capped at [`MAX_BINS`]).
+    pub fn from_summaries(summaries: &[Vec<Summary>], max_bin: usize) -> Self {
+        let n_features = summaries.first().map_or(0, Vec::len);
+        let bins = max_bin.clamp(1, MAX_BINS);
+        let thresholds = (0..n_features)
+            .map(|f| {
+                let mut all: Vec<(f32, u64)> = summaries
+                    .iter()
+                    .flat_map(|s| s[f].points.iter().copied())
+                    .collect();
+                all.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+                let mut merged: Vec<(f32, u64)> = Vec::with_capacity(all.len());
+                for (x, w) in all {
+                    match merged.last_mut() {
+                        Some((last, c)) if *last == x => *c += w,
+                        _ => merged.push((x, w)),
+                    }
+                }
+                thresholds_of(&merged, bins)
+            })
+            .collect();
+        Cuts { thresholds }
+    }
+
+    /// Number of features.
+    pub fn n_features(&self) -> usize {
+        self.thresholds.len()
+    }
+
+    /// Number of bins of feature `f` (thresholds + 1).
+    pub fn n_bins(&self, f: usize) -> usize {
+        self.thresholds[f].len() + 1
+    }
+
+    /// Where each feature's bins start in a histogram row, and the total.
+    pub fn offsets(&self) -> (Vec<usize>, usize) {
+        let mut off = Vec::with_capacity(self.n_features());
+        let mut total = 0;
+        for f in 0..self.n_features() {
+            off.push(total);
+            total += self.n_bins(f);
+        }
+        (off, total)
+    }
+
+    /// The bin of `x` for feature `f`.
+    #[inline]
+    pub fn bin(&self, f: usize, x: f32) -> u8 {
+        if x.is_nan() {
+            return MISSING;
+        }
+        self.thresholds[f].partition_point(|t| *t <= x) as u8
+    }
+
+    /// Bins a column-major table into row-major bin codes (`rows x features`).
+    pub fn bin_columns(&self, columns: &[Vec<f32>], n_rows: usize) -> Vec<u8> {
+        let nf = columns.len();
+        let mut out = vec![0u8; n_rows * nf];
+        for (f, col) in columns.iter().enumerate() {
+            for (i, x) in col.iter().enumerate() {
+                out[i * nf + f] = self.bin(f, *x);
+            }
+        }
+        out
+    }
+}
+
+/// Thresholds for one feature from its merged weighted points.
+fn thresholds_of(points: &[(f32, u64)], bins: usize) -> Vec<f32> {
+    if points.len() <= bins {
+        // Few distinct values: each gets its own bin.
+        return points.iter().skip(1).map(|p| p.0).collect();
+    }
+    let total: u64 = points.iter().map(|p| p.1).sum();
+    let mut out: Vec<f32> = Vec::with_capacity(bins - 1);
+    let mut cum = 0u64;
+    let mut next = 1usize;
+    for (i, (x, w)) in points.iter().enumerate() {
+        // The threshold is the first value past each boundary rank: rows below it fall left.
+        while next < bins && (cum as u128) * (bins as u128) >= (next as u128) * (total as u128) {
+            if i > 0 && out.last().map_or(true, |l| *l < *x) {
+                out.push(*x);
+            }
+            next += 1;
+        }
+        cum += w;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn few_distinct_values_get_a_bin_each() {
+        let col = [3.0, 1.0, 2.0, 2.0, f32::NAN, 1.0];
+        let s = Summary::of_column(&col);
+        assert_eq!(s.points, vec![(1.0, 2), (2.0, 2), (3.0, 1)]);
+        let cuts = Cuts::from_summaries(&[vec![s]], 256);
+        assert_eq!(cuts.thresholds, vec![vec![2.0, 3.0]]);
+        assert_eq!(cuts.bin(0, 0.5), 0);
+        assert_eq!(cuts.bin(0, 1.0), 0);
+        assert_eq!(cuts.bin(0, 2.0), 1);
+        assert_eq!(cuts.bin(0, 2.5), 1);
+        assert_eq!(cuts.bin(0, 9.0), 2);
+        assert_eq!(cuts.bin(0, f32::NAN), MISSING);
+    }
+
+    #[test]
+    fn many_values_split_into_equal_weight_bins() {
+        let col: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
+        let half = col.len() / 2;
+        let shards = [
+            vec![Summary::of_column(&col[..half])],
+            vec![Summary::of_column(&col[half..])],
+        ];
+        let cuts = Cuts::from_summaries(&shards, 4);
+        let t = &cuts.thresholds[0];
+        assert_eq!(t.len(), 3, "{t:?}");
+        for (t, want) in t.iter().zip([2500.0, 5000.0, 7500.0]) {
+            assert!((t - want).abs() <= 10.0, "{t} vs {want}");
+        }
+        let bins = cuts.bin_columns(&[col.clone()], col.len());
+        let mut counts = [0usize; 4];
+        for b in bins {
+            counts[b as usize] += 1;
+        }
+        for c in counts {
+            assert!((2400..=2600).contains(&c), "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn a_constant_column_has_one_bin() {
+        let cuts = Cuts::from_summaries(&[vec![Summary::of_column(&[7.0; 5])]], 256);
+        assert_eq!(cuts.n_bins(0), 1);
+        assert_eq!(cuts.offsets(), (vec![0], 1));
+    }
+}

@@ -1,0 +1,1372 @@
+//! Data-parallel training: the driver's loop and the worker tasks it runs.
+//!
+//! Per fit: one `load` task per shard reads that shard on its node (tasks are pinned to nodes
+//! round-robin, soft affinity) and keeps the raw rows as an object there; `summarize` tasks
+//! return per-feature quantile summaries and label statistics, from which the driver picks the
+//! bin edges; `bin` tasks turn each shard into row-major bin codes, kept in the object store
+//! for the whole fit (tasks read them mapped, not copied).
+//!
+//! Per round: a `margins` task per shard adds the previous round's trees to the shard's margins
+//! and computes fixed-point gradients (zeroed for rows `subsample` leaves out). Then, level by
+//! level, a `level` task per shard moves its rows down the splits the driver chose and builds
+//! the histograms of the nodes the driver asked for (the smaller child of each split; the
+//! driver gets the other by subtraction); the shards' histograms are summed by a tree of
+//! `sum` tasks and only the total reaches the driver, which finds the best splits. Trees of
+//! every class of `multi:softprob` grow together, in the same tasks.
+//!
+//! Every step is a task over objects, so a lost node's shards and margins are rebuilt from
+//! lineage like any other result, and the driver holds only histograms and trees.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use starling::{Bytes, ObjectRef};
+
+use crate::data::{DataConnector, Frame};
+use crate::hist::{self, GradSum, Hist, SplitParams};
+use crate::params::{Params, ScalingConfig};
+use crate::sketch::{Cuts, Summary};
+use crate::{MlError, Model, Objective, Tree};
+
+// ---------------------------------------------------------------------------------------------
+// Flat arrays as bytes (little-endian), so large per-row arrays travel and are stored as one
+// block and are read in place.
+
+fn f32_bytes(v: &[f32]) -> Bytes {
+    Bytes::new(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn u32_bytes(v: &[u32]) -> Bytes {
+    Bytes::new(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+fn u32s(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn i64_bytes(v: &[i64]) -> Bytes {
+    Bytes::new(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+#[inline]
+fn i64_at(b: &[u8], i: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[8 * i..8 * i + 8]);
+    i64::from_le_bytes(a)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Objects the tasks exchange.
+
+/// A shard as read: columns and labels, stored on the node that read it.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct RawShard {
+    n_rows: u64,
+    columns: Vec<Bytes>,
+    labels: Bytes,
+}
+
+impl RawShard {
+    fn from_frame(f: Frame) -> Result<Self, MlError> {
+        let labels = f
+            .labels
+            .ok_or_else(|| MlError::Param("training data needs a label column".into()))?;
+        Ok(RawShard {
+            n_rows: f.n_rows as u64,
+            columns: f.columns.iter().map(|c| f32_bytes(c)).collect(),
+            labels: f32_bytes(&labels),
+        })
+    }
+
+    fn columns(&self) -> Vec<Vec<f32>> {
+        self.columns.iter().map(|c| f32s(c)).collect()
+    }
+}
+
+/// What the driver learns of a shard before binning.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ShardSummary {
+    features: Vec<Summary>,
+    rows: u64,
+    label_sum: f64,
+    label_min: f32,
+    label_max: f32,
+}
+
+/// A binned shard, resident in its node's object store for the whole fit.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ShardData {
+    n_rows: u64,
+    n_features: u32,
+    /// Global index of the shard's first row (for `subsample`, which must not depend on how
+    /// the data is sharded).
+    row_offset: u64,
+    /// Row-major bin codes.
+    bins: Bytes,
+    labels: Bytes,
+}
+
+/// Per-round inputs of the `margins` task.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct RoundCtx {
+    objective: Objective,
+    base_margin: f32,
+    round: u32,
+    scale: i32,
+    grad_bound: f32,
+    subsample: f64,
+    seed: u64,
+}
+
+/// A shard's margins (`rows x classes`, f32) and fixed-point gradients (`(g, h)` i64 pairs).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Margins {
+    margins: Bytes,
+    grads: Bytes,
+}
+
+/// A tree node in bin space, as the workers route rows.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BinNode {
+    feature: u32,
+    bin: u8,
+    default_left: bool,
+    left: i32,
+    right: i32,
+    /// Leaf output (already times eta).
+    value: f32,
+}
+
+impl BinNode {
+    fn leaf(value: f32) -> Self {
+        BinNode {
+            feature: 0,
+            bin: 0,
+            default_left: false,
+            left: -1,
+            right: -1,
+            value,
+        }
+    }
+
+    #[inline]
+    fn goes_left(&self, code: u8) -> bool {
+        if code == crate::sketch::MISSING {
+            self.default_left
+        } else {
+            code <= self.bin
+        }
+    }
+}
+
+#[inline]
+fn leaf_value(tree: &[BinNode], row: &[u8]) -> f32 {
+    let mut i = 0usize;
+    loop {
+        let n = &tree[i];
+        if n.left < 0 {
+            return n.value;
+        }
+        i = if n.goes_left(row[n.feature as usize]) {
+            n.left
+        } else {
+            n.right
+        } as usize;
+    }
+}
+
+/// A split the workers apply to their rows.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct SplitRule {
+    node: u32,
+    feature: u32,
+    bin: u8,
+    default_left: bool,
+    left: u32,
+    right: u32,
+}
+
+/// One class's work in a level: splits to apply, nodes to build histograms of.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClassPlan {
+    splits: Vec<SplitRule>,
+    build: Vec<u32>,
+}
+
+/// One level's work for every class.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LevelPlan {
+    classes: Vec<ClassPlan>,
+    threads: u32,
+}
+
+/// A histogram as it travels (one block of little-endian i64s).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct HistMsg {
+    bins: u64,
+    data: Bytes,
+}
+
+impl HistMsg {
+    fn from_hist(h: &Hist) -> Self {
+        HistMsg {
+            bins: h.bins as u64,
+            data: i64_bytes(&h.data),
+        }
+    }
+
+    fn to_hist(&self) -> Hist {
+        Hist {
+            bins: self.bins as usize,
+            data: (0..self.data.len() / 8)
+                .map(|i| i64_at(&self.data, i))
+                .collect(),
+        }
+    }
+}
+
+/// A shard after a level: where each row is (`rows x classes` node ids) and the histograms.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct LevelOut {
+    positions: Bytes,
+    hist: HistMsg,
+}
+
+/// An eval shard's margins and its loss at them.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct EvalState {
+    margins: Bytes,
+    loss_sum: f64,
+    rows: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker tasks.
+
+#[starling::remote]
+fn ml_load(
+    data: DataConnector,
+    rank: u32,
+    world: u32,
+    cols: Vec<String>,
+    label: String,
+) -> Result<RawShard, MlError> {
+    let frame = data.load_shard(rank as usize, world as usize, &cols, Some(&label))?;
+    RawShard::from_frame(frame)
+}
+
+#[starling::remote]
+fn ml_summarize(raw: RawShard, objective: Objective) -> Result<ShardSummary, MlError> {
+    let labels = f32s(&raw.labels);
+    check_labels(&labels, objective)?;
+    let features = raw
+        .columns()
+        .iter()
+        .map(|c| Summary::of_column(c))
+        .collect();
+    Ok(ShardSummary {
+        features,
+        rows: raw.n_rows,
+        label_sum: labels.iter().map(|y| f64::from(*y)).sum(),
+        label_min: labels.iter().copied().fold(f32::INFINITY, f32::min),
+        label_max: labels.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+    })
+}
+
+fn check_labels(labels: &[f32], objective: Objective) -> Result<(), MlError> {
+    for (i, y) in labels.iter().enumerate() {
+        let ok = match objective {
+            _ if !y.is_finite() => false,
+            Objective::SquaredError => true,
+            Objective::BinaryLogistic => (0.0..=1.0).contains(y),
+            Objective::MultiSoftprob { num_class } => {
+                *y >= 0.0 && y.fract() == 0.0 && (*y as u32) < num_class
+            }
+        };
+        if !ok {
+            let want = match objective {
+                Objective::SquaredError => "a finite number".to_string(),
+                Objective::BinaryLogistic => "in [0, 1]".to_string(),
+                Objective::MultiSoftprob { num_class } => {
+                    format!("a class index in 0..{num_class}")
+                }
+            };
+            return Err(MlError::Param(format!(
+                "label of row {i} of this shard is {y}; {} needs {want}",
+                objective.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[starling::remote]
+fn ml_bin(raw: RawShard, cuts: Cuts, row_offset: u64) -> ShardData {
+    let n = raw.n_rows as usize;
+    ShardData {
+        n_rows: raw.n_rows,
+        n_features: raw.columns.len() as u32,
+        row_offset,
+        bins: Bytes::new(cuts.bin_columns(&raw.columns(), n)),
+        labels: raw.labels.clone(),
+    }
+}
+
+/// A row's pseudo-random draw in `[0, 1)` for `subsample` (splitmix64 of seed, round, row).
+fn draw(seed: u64, round: u32, row: u64) -> f64 {
+    let mut z = seed
+        .wrapping_add(u64::from(round).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(row.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Gradients and hessians of one row's margins (`g`, `h` per class).
+fn gradients(objective: Objective, margins: &[f32], label: f32, out: &mut [(f32, f32)]) {
+    match objective {
+        Objective::SquaredError => out[0] = (margins[0] - label, 1.0),
+        Objective::BinaryLogistic => {
+            let p = crate::model::sigmoid(margins[0]);
+            out[0] = (p - label, (p * (1.0 - p)).max(1e-16));
+        }
+        Objective::MultiSoftprob { .. } => {
+            let mut p = margins.to_vec();
+            crate::model::softmax(&mut p);
+            for (k, pk) in p.iter().enumerate() {
+                let y = if label as usize == k { 1.0 } else { 0.0 };
+                out[k] = (pk - y, (2.0 * pk * (1.0 - pk)).max(1e-16));
+            }
+        }
+    }
+}
+
+fn margins_for(shard: &ShardData, margins: Vec<f32>, ctx: &RoundCtx) -> Margins {
+    let k = ctx.objective.groups();
+    let n = shard.n_rows as usize;
+    let labels = f32s(&shard.labels);
+    let mut grads = vec![0i64; n * k * 2];
+    let mut gh = vec![(0f32, 0f32); k];
+    for i in 0..n {
+        if ctx.subsample < 1.0
+            && draw(ctx.seed, ctx.round, shard.row_offset + i as u64) >= ctx.subsample
+        {
+            continue;
+        }
+        gradients(
+            ctx.objective,
+            &margins[i * k..(i + 1) * k],
+            labels[i],
+            &mut gh,
+        );
+        for (c, (g, h)) in gh.iter().enumerate() {
+            let g = g.clamp(-ctx.grad_bound, ctx.grad_bound);
+            let h = h.min(ctx.grad_bound);
+            grads[2 * (i * k + c)] = hist::quantize(g, ctx.scale);
+            grads[2 * (i * k + c) + 1] = hist::quantize(h, ctx.scale);
+        }
+    }
+    Margins {
+        margins: f32_bytes(&margins),
+        grads: i64_bytes(&grads),
+    }
+}
+
+#[starling::remote]
+fn ml_first_margins(shard: ShardData, ctx: RoundCtx) -> Margins {
+    let k = ctx.objective.groups();
+    let margins = vec![ctx.base_margin; shard.n_rows as usize * k];
+    margins_for(&shard, margins, &ctx)
+}
+
+/// Adds one round's trees (one per class) to margins.
+fn add_trees(shard: &ShardData, margins: &mut [f32], trees: &[Vec<BinNode>]) {
+    let k = trees.len();
+    let nf = shard.n_features as usize;
+    for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
+        for (c, t) in trees.iter().enumerate() {
+            margins[i * k + c] += leaf_value(t, row);
+        }
+    }
+}
+
+#[starling::remote]
+fn ml_next_margins(
+    shard: ShardData,
+    prev: Margins,
+    trees: Vec<Vec<BinNode>>,
+    ctx: RoundCtx,
+) -> Margins {
+    let mut margins = f32s(&prev.margins);
+    add_trees(&shard, &mut margins, &trees);
+    margins_for(&shard, margins, &ctx)
+}
+
+/// Moves rows down the plan's splits and builds the requested histograms.
+fn level(
+    shard: &ShardData,
+    margins: &Margins,
+    mut positions: Vec<u32>,
+    plan: &LevelPlan,
+    cuts: &Cuts,
+) -> LevelOut {
+    let k = plan.classes.len();
+    let n = shard.n_rows as usize;
+    let nf = shard.n_features as usize;
+    let bins: &[u8] = &shard.bins;
+    // Apply splits.
+    for (c, cp) in plan.classes.iter().enumerate() {
+        if cp.splits.is_empty() {
+            continue;
+        }
+        let top = cp.splits.iter().map(|s| s.node).max().unwrap_or(0) as usize;
+        let mut rule: Vec<Option<SplitRule>> = vec![None; top + 1];
+        for s in &cp.splits {
+            rule[s.node as usize] = Some(*s);
+        }
+        for i in 0..n {
+            let p = &mut positions[i * k + c];
+            if let Some(Some(r)) = rule.get(*p as usize) {
+                let code = bins[i * nf + r.feature as usize];
+                let left = if code == crate::sketch::MISSING {
+                    r.default_left
+                } else {
+                    code <= r.bin
+                };
+                *p = if left { r.left } else { r.right };
+            }
+        }
+    }
+    // Slots: class by class, nodes in the plan's order.
+    let mut slot_of: Vec<Vec<i32>> = Vec::with_capacity(k);
+    let mut slots = 0usize;
+    for cp in &plan.classes {
+        let top = cp.build.iter().copied().max().map_or(0, |m| m as usize + 1);
+        let mut t = vec![-1i32; top];
+        for b in &cp.build {
+            t[*b as usize] = slots as i32;
+            slots += 1;
+        }
+        slot_of.push(t);
+    }
+    let offsets = cuts.offsets();
+    let total_bins = offsets.1;
+    let threads = (plan.threads as usize).clamp(1, 64).min(n.max(1));
+    let grads: &[u8] = &margins.grads;
+    let positions_ref = &positions;
+    let build = |rows: std::ops::Range<usize>| {
+        let mut h = Hist::zeros(slots, total_bins);
+        for (c, table) in slot_of.iter().enumerate() {
+            if table.is_empty() {
+                continue;
+            }
+            h.accumulate(
+                bins,
+                nf,
+                &offsets.0,
+                rows.clone(),
+                |i| {
+                    let p = positions_ref[i * k + c] as usize;
+                    match table.get(p) {
+                        Some(&s) if s >= 0 => Some(s as usize),
+                        _ => None,
+                    }
+                },
+                |i| GradSum {
+                    g: i64_at(grads, 2 * (i * k + c)),
+                    h: i64_at(grads, 2 * (i * k + c) + 1),
+                },
+            );
+        }
+        h
+    };
+    let hist = if threads <= 1 {
+        build(0..n)
+    } else {
+        let chunk = n.div_ceil(threads);
+        std::thread::scope(|s| {
+            let parts: Vec<_> = (0..threads)
+                .map(|t| {
+                    let r = (t * chunk).min(n)..((t + 1) * chunk).min(n);
+                    s.spawn(move || build(r))
+                })
+                .collect();
+            let mut total = Hist::zeros(slots, total_bins);
+            for p in parts {
+                match p.join() {
+                    Ok(h) => total.add(&h),
+                    Err(e) => std::panic::resume_unwind(e),
+                }
+            }
+            total
+        })
+    };
+    LevelOut {
+        positions: u32_bytes(&positions),
+        hist: HistMsg::from_hist(&hist),
+    }
+}
+
+#[starling::remote]
+fn ml_root_level(shard: ShardData, margins: Margins, plan: LevelPlan, cuts: Cuts) -> LevelOut {
+    let k = plan.classes.len();
+    let positions = vec![0u32; shard.n_rows as usize * k];
+    level(&shard, &margins, positions, &plan, &cuts)
+}
+
+#[starling::remote]
+fn ml_grow_level(
+    shard: ShardData,
+    margins: Margins,
+    prev: LevelOut,
+    plan: LevelPlan,
+    cuts: Cuts,
+) -> LevelOut {
+    level(&shard, &margins, u32s(&prev.positions), &plan, &cuts)
+}
+
+#[starling::remote]
+fn ml_hist_of(a: LevelOut) -> HistMsg {
+    a.hist
+}
+
+#[starling::remote]
+fn ml_sum_outs(a: LevelOut, b: LevelOut) -> HistMsg {
+    let mut h = a.hist.to_hist();
+    h.add(&b.hist.to_hist());
+    HistMsg::from_hist(&h)
+}
+
+#[starling::remote]
+fn ml_sum_hists(a: HistMsg, b: HistMsg) -> HistMsg {
+    let mut h = a.to_hist();
+    h.add(&b.to_hist());
+    HistMsg::from_hist(&h)
+}
+
+/// The loss of one row's margins (summed per row; the metric averages).
+fn row_loss(objective: Objective, margins: &[f32], label: f32) -> f64 {
+    match objective {
+        Objective::SquaredError => {
+            let d = f64::from(margins[0] - label);
+            d * d
+        }
+        Objective::BinaryLogistic => {
+            let p = f64::from(crate::model::sigmoid(margins[0])).clamp(1e-15, 1.0 - 1e-15);
+            let y = f64::from(label);
+            -(y * p.ln() + (1.0 - y) * (1.0 - p).ln())
+        }
+        Objective::MultiSoftprob { .. } => {
+            let mut p = margins.to_vec();
+            crate::model::softmax(&mut p);
+            let py = f64::from(p.get(label as usize).copied().unwrap_or(0.0));
+            -py.clamp(1e-15, 1.0).ln()
+        }
+    }
+}
+
+fn eval_state(shard: &ShardData, margins: Vec<f32>, objective: Objective) -> EvalState {
+    let k = objective.groups();
+    let labels = f32s(&shard.labels);
+    let loss_sum = labels
+        .iter()
+        .enumerate()
+        .map(|(i, y)| row_loss(objective, &margins[i * k..(i + 1) * k], *y))
+        .sum();
+    EvalState {
+        margins: f32_bytes(&margins),
+        loss_sum,
+        rows: shard.n_rows,
+    }
+}
+
+#[starling::remote]
+fn ml_eval_first(shard: ShardData, base_margin: f32, objective: Objective) -> EvalState {
+    let margins = vec![base_margin; shard.n_rows as usize * objective.groups()];
+    eval_state(&shard, margins, objective)
+}
+
+#[starling::remote]
+fn ml_eval_next(
+    shard: ShardData,
+    prev: EvalState,
+    trees: Vec<Vec<BinNode>>,
+    objective: Objective,
+) -> EvalState {
+    let mut margins = f32s(&prev.margins);
+    add_trees(&shard, &mut margins, &trees);
+    eval_state(&shard, margins, objective)
+}
+
+#[starling::remote]
+fn ml_eval_loss(s: EvalState) -> (f64, u64) {
+    (s.loss_sum, s.rows)
+}
+
+#[starling::remote]
+fn ml_predict(
+    data: DataConnector,
+    rank: u32,
+    world: u32,
+    cols: Vec<String>,
+    model: Model,
+) -> Result<Vec<f32>, MlError> {
+    let frame = data.load_shard(rank as usize, world as usize, &cols, None)?;
+    model.predict_rows(&frame.row_major())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The driver.
+
+/// A gradient-boosted-trees estimator (XGBoost's `hist` method), trained data-parallel on
+/// Starling tasks.
+///
+/// ```no_run
+/// use starling_ml::{DataConnector, GbdtEstimator, Params, ScalingConfig};
+/// # fn main() -> Result<(), starling_ml::MlError> {
+/// let _rt = starling::init()?;
+/// let model = GbdtEstimator::new(100)
+///     .params(Params::from_pairs(&[("objective", "binary:logistic"), ("max_depth", "4")])?)
+///     .scaling_config(ScalingConfig { num_workers: 2, num_cpu_per_worker: 1 })
+///     .fit(&DataConnector::csv("train/*.csv")?, &["x1", "x2", "x3"], "y")?;
+/// model.save_json("model.json")?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct GbdtEstimator {
+    n_estimators: usize,
+    params: Params,
+    scaling: ScalingConfig,
+    eval: Option<DataConnector>,
+    early_stopping_rounds: Option<usize>,
+    cuts: Option<Cuts>,
+    verbose_eval: usize,
+}
+
+/// XGBoost's name for the estimator.
+pub type XGBEstimator = GbdtEstimator;
+
+/// What a fit produced, with its history.
+#[derive(Clone, Debug)]
+pub struct FitReport {
+    /// The model.
+    pub model: Model,
+    /// The eval metric's name (`rmse`, `logloss`, `mlogloss`).
+    pub metric: &'static str,
+    /// The eval metric after each round (empty without an eval set).
+    pub eval_history: Vec<f64>,
+    /// The bin edges used (pass them to [`GbdtEstimator::cuts`] to train on the same bins).
+    pub cuts: Cuts,
+    /// Wall time of the fit, in seconds.
+    pub seconds: f64,
+}
+
+impl GbdtEstimator {
+    /// An estimator of `n_estimators` boosting rounds with XGBoost's default parameters.
+    pub fn new(n_estimators: usize) -> Self {
+        GbdtEstimator {
+            n_estimators,
+            params: Params::default(),
+            scaling: ScalingConfig::default(),
+            eval: None,
+            early_stopping_rounds: None,
+            cuts: None,
+            verbose_eval: 0,
+        }
+    }
+
+    /// Sets the booster parameters.
+    pub fn params(mut self, params: Params) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// Sets how many worker tasks train and how many CPUs each takes.
+    pub fn scaling_config(mut self, scaling: ScalingConfig) -> Self {
+        self.scaling = scaling;
+        self
+    }
+
+    /// Evaluates the model on `data` after every round (same columns as the training data).
+    pub fn eval_set(mut self, data: DataConnector) -> Self {
+        self.eval = Some(data);
+        self
+    }
+
+    /// Stops when the eval metric has not improved for `rounds` rounds; the model keeps its
+    /// trees and predicts with those up to the best round (`Model::best_iteration`).
+    pub fn early_stopping_rounds(mut self, rounds: usize) -> Self {
+        self.early_stopping_rounds = Some(rounds);
+        self
+    }
+
+    /// Trains on these bin edges instead of sketching the data (e.g. a previous fit's).
+    pub fn cuts(mut self, cuts: Cuts) -> Self {
+        self.cuts = Some(cuts);
+        self
+    }
+
+    /// Prints the eval metric (or, without an eval set, progress) every `n` rounds to stderr
+    /// (0: silent).
+    pub fn verbose_eval(mut self, n: usize) -> Self {
+        self.verbose_eval = n;
+        self
+    }
+
+    /// Trains on `data`'s `input_cols` to predict `label_col`.
+    pub fn fit(
+        &self,
+        data: &DataConnector,
+        input_cols: &[&str],
+        label_col: &str,
+    ) -> Result<Model, MlError> {
+        Ok(self.fit_report(data, input_cols, label_col)?.model)
+    }
+
+    /// [`fit`](Self::fit), also returning the eval history, the bins and the time taken.
+    pub fn fit_report(
+        &self,
+        data: &DataConnector,
+        input_cols: &[&str],
+        label_col: &str,
+    ) -> Result<FitReport, MlError> {
+        let began = Instant::now();
+        self.params.validate()?;
+        if self.n_estimators == 0 {
+            return Err(MlError::Param("n_estimators must be >= 1".into()));
+        }
+        if self.scaling.num_workers == 0 || self.scaling.num_cpu_per_worker == 0 {
+            return Err(MlError::Param(
+                "num_workers and num_cpu_per_worker must be >= 1".into(),
+            ));
+        }
+        if input_cols.is_empty() {
+            return Err(MlError::Param("no input columns".into()));
+        }
+        if input_cols.contains(&label_col) {
+            return Err(MlError::Param(format!(
+                "the label column {label_col:?} is also an input column"
+            )));
+        }
+        let cols: Vec<String> = input_cols.iter().map(|s| s.to_string()).collect();
+        let p = &self.params;
+        let objective = p.objective;
+        let k = objective.groups();
+        let world = self.scaling.num_workers;
+        let place = Placement::new(self.scaling)?;
+
+        // Read and summarize the shards, each on its node.
+        let raws: Vec<ObjectRef<RawShard>> = (0..world)
+            .map(|r| {
+                place.on(r, ml_load::options()).remote(
+                    data.clone(),
+                    r as u32,
+                    world as u32,
+                    cols.clone(),
+                    label_col.to_string(),
+                )
+            })
+            .collect();
+        let summaries: Vec<ObjectRef<ShardSummary>> = raws
+            .iter()
+            .enumerate()
+            .map(|(r, raw)| place.on(r, ml_summarize::options()).remote(raw, objective))
+            .collect();
+        let summaries = starling::get_all(&summaries)?;
+        let rows: u64 = summaries.iter().map(|s| s.rows).sum();
+        let cuts = match &self.cuts {
+            Some(c) if c.n_features() != cols.len() => {
+                return Err(MlError::Shape(format!(
+                    "the given bins are for {} features, the data has {}",
+                    c.n_features(),
+                    cols.len()
+                )))
+            }
+            Some(c) => c.clone(),
+            None => {
+                let per_shard: Vec<Vec<Summary>> =
+                    summaries.iter().map(|s| s.features.clone()).collect();
+                Cuts::from_summaries(&per_shard, p.max_bin)
+            }
+        };
+        let label_mean = summaries.iter().map(|s| s.label_sum).sum::<f64>() / rows as f64;
+        let label_min = summaries
+            .iter()
+            .map(|s| s.label_min)
+            .fold(f32::INFINITY, f32::min);
+        let label_max = summaries
+            .iter()
+            .map(|s| s.label_max)
+            .fold(f32::NEG_INFINITY, f32::max);
+        let base_score = p.base_score.unwrap_or(match objective {
+            Objective::SquaredError => label_mean as f32,
+            Objective::BinaryLogistic => (label_mean as f32).clamp(1e-6, 1.0 - 1e-6),
+            Objective::MultiSoftprob { .. } => 0.5,
+        });
+        let base_margin = objective.base_margin(base_score);
+        // Gradients are bounded by 1 for the probabilistic objectives; for squared error by the
+        // label range around the base score (twice, for overshoot). Larger ones are clipped.
+        let grad_bound = match objective {
+            Objective::SquaredError => {
+                2.0 * (label_max - base_margin)
+                    .abs()
+                    .max((label_min - base_margin).abs())
+                    + 1.0
+            }
+            _ => 1.0,
+        };
+        let scale = hist::scale_for(rows, f64::from(grad_bound));
+        let cuts_ref = starling::put(cuts.clone())?;
+        let mut offset = 0u64;
+        let shards: Vec<ObjectRef<ShardData>> = raws
+            .iter()
+            .zip(&summaries)
+            .enumerate()
+            .map(|(r, (raw, s))| {
+                let o = offset;
+                offset += s.rows;
+                place.on(r, ml_bin::options()).remote(raw, &cuts_ref, o)
+            })
+            .collect();
+        drop(raws);
+
+        // The eval set, binned on the same edges.
+        let eval = match &self.eval {
+            None => None,
+            Some(e) => {
+                let shards: Vec<ObjectRef<ShardData>> = (0..world)
+                    .map(|r| {
+                        let raw = place.on(r, ml_load::options()).remote(
+                            e.clone(),
+                            r as u32,
+                            world as u32,
+                            cols.clone(),
+                            label_col.to_string(),
+                        );
+                        place.on(r, ml_bin::options()).remote(&raw, &cuts_ref, 0)
+                    })
+                    .collect();
+                let states: Vec<ObjectRef<EvalState>> = shards
+                    .iter()
+                    .enumerate()
+                    .map(|(r, s)| {
+                        place
+                            .on(r, ml_eval_first::options())
+                            .remote(s, base_margin, objective)
+                    })
+                    .collect();
+                Some((shards, states))
+            }
+        };
+        let mut eval = eval;
+
+        let split = SplitParams {
+            lambda: p.lambda,
+            alpha: p.alpha,
+            min_child_weight: p.min_child_weight,
+            scale,
+        };
+        let mut model = Model {
+            objective,
+            base_score,
+            num_feature: cols.len(),
+            feature_names: cols.clone(),
+            trees: Vec::new(),
+            tree_info: Vec::new(),
+            best_iteration: None,
+        };
+        let mut margins: Vec<ObjectRef<Margins>> = Vec::new();
+        let mut last: Vec<Vec<BinNode>> = Vec::new();
+        let mut history = Vec::new();
+        let mut best: Option<(usize, f64)> = None;
+        for round in 0..self.n_estimators {
+            let ctx = RoundCtx {
+                objective,
+                base_margin,
+                round: round as u32,
+                scale,
+                grad_bound,
+                subsample: p.subsample,
+                seed: p.seed,
+            };
+            margins = if round == 0 {
+                shards
+                    .iter()
+                    .enumerate()
+                    .map(|(r, s)| {
+                        place
+                            .on(r, ml_first_margins::options())
+                            .remote(s, ctx.clone())
+                    })
+                    .collect()
+            } else {
+                shards
+                    .iter()
+                    .zip(&margins)
+                    .enumerate()
+                    .map(|(r, (s, m))| {
+                        place.on(r, ml_next_margins::options()).remote(
+                            s,
+                            m,
+                            last.clone(),
+                            ctx.clone(),
+                        )
+                    })
+                    .collect()
+            };
+            let allowed: Vec<Vec<bool>> = (0..k)
+                .map(|c| feature_sample(p, cols.len(), round, c))
+                .collect();
+            let trees = grow_round(
+                &place, &shards, &margins, &cuts, &cuts_ref, &split, p, k, &allowed,
+            )?;
+            for (c, t) in trees.iter().enumerate() {
+                model.trees.push(to_tree(t, &cuts, &split));
+                model.tree_info.push(c as u32);
+            }
+            last = trees.into_iter().map(|t| t.nodes).collect();
+
+            if let Some((eshards, states)) = &mut eval {
+                *states = eshards
+                    .iter()
+                    .zip(states.iter())
+                    .enumerate()
+                    .map(|(r, (s, st))| {
+                        place
+                            .on(r, ml_eval_next::options())
+                            .remote(s, st, last.clone(), objective)
+                    })
+                    .collect();
+                let losses: Vec<ObjectRef<(f64, u64)>> = states
+                    .iter()
+                    .enumerate()
+                    .map(|(r, st)| place.on(r, ml_eval_loss::options()).remote(st))
+                    .collect();
+                let losses = starling::get_all(&losses)?;
+                let (sum, n) = losses
+                    .iter()
+                    .fold((0.0, 0u64), |(a, b), (s, n)| (a + s, b + n));
+                let metric = match objective {
+                    Objective::SquaredError => (sum / n as f64).sqrt(),
+                    _ => sum / n as f64,
+                };
+                history.push(metric);
+                if self.verbose_eval > 0 && round % self.verbose_eval == 0 {
+                    eprintln!("[{round}]\teval-{}:{metric:.6}", metric_name(objective));
+                }
+                if best.map_or(true, |(_, b)| metric < b) {
+                    best = Some((round, metric));
+                }
+                if let (Some(stop), Some((b, _))) = (self.early_stopping_rounds, best) {
+                    if round - b >= stop {
+                        model.best_iteration = Some(b);
+                        break;
+                    }
+                }
+            } else if self.verbose_eval > 0 && round % self.verbose_eval == 0 {
+                eprintln!(
+                    "[{round}] {} trees, {:.1}s",
+                    model.trees.len(),
+                    began.elapsed().as_secs_f64()
+                );
+            }
+        }
+        Ok(FitReport {
+            model,
+            metric: metric_name(objective),
+            eval_history: history,
+            cuts,
+            seconds: began.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+fn metric_name(objective: Objective) -> &'static str {
+    match objective {
+        Objective::SquaredError => "rmse",
+        Objective::BinaryLogistic => "logloss",
+        Objective::MultiSoftprob { .. } => "mlogloss",
+    }
+}
+
+/// Which features tree `class` of `round` may split on (`colsample_bytree`; all when 1).
+fn feature_sample(p: &Params, n: usize, round: usize, class: usize) -> Vec<bool> {
+    if p.colsample_bytree >= 1.0 {
+        return Vec::new();
+    }
+    let keep = ((n as f64 * p.colsample_bytree).round() as usize).clamp(1, n);
+    let salt = p.seed ^ ((class as u64) << 40);
+    let mut order: Vec<(f64, usize)> = (0..n)
+        .map(|f| (draw(salt, round as u32, f as u64 + (1 << 50)), f))
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut allowed = vec![false; n];
+    for (_, f) in order.into_iter().take(keep) {
+        allowed[f] = true;
+    }
+    allowed
+}
+
+/// Where each shard's tasks run: shard `r` on node `r mod nodes` (soft), with the CPUs of one
+/// worker.
+struct Placement {
+    nodes: Vec<starling::NodeId>,
+    cpus: f64,
+    threads: u32,
+}
+
+impl Placement {
+    fn new(scaling: ScalingConfig) -> Result<Self, MlError> {
+        let mut nodes: Vec<_> = starling::nodes()?
+            .into_iter()
+            .filter(|n| n.alive)
+            .map(|n| n.id)
+            .collect();
+        nodes.sort();
+        Ok(Placement {
+            nodes,
+            cpus: scaling.num_cpu_per_worker as f64,
+            threads: scaling.num_cpu_per_worker as u32,
+        })
+    }
+
+    /// `options`, pinned to shard `r`'s node.
+    fn on<O: Pinned>(&self, r: usize, options: O) -> O {
+        let o = options.cpus(self.cpus);
+        match self.nodes.get(r % self.nodes.len().max(1)) {
+            Some(n) if self.nodes.len() > 1 => o.pin(*n),
+            _ => o,
+        }
+    }
+}
+
+/// The option builders of this module's tasks.
+trait Pinned: Sized {
+    fn cpus(self, n: f64) -> Self;
+    fn pin(self, node: starling::NodeId) -> Self;
+}
+
+macro_rules! pinned {
+    ($($o:ident),*) => {$(
+        impl Pinned for $o {
+            fn cpus(self, n: f64) -> Self {
+                self.num_cpus(n)
+            }
+            fn pin(self, node: starling::NodeId) -> Self {
+                self.node_affinity(node, true)
+            }
+        }
+    )*};
+}
+
+pinned!(
+    __starling_options_ml_load,
+    __starling_options_ml_summarize,
+    __starling_options_ml_bin,
+    __starling_options_ml_first_margins,
+    __starling_options_ml_next_margins,
+    __starling_options_ml_root_level,
+    __starling_options_ml_grow_level,
+    __starling_options_ml_hist_of,
+    __starling_options_ml_sum_outs,
+    __starling_options_ml_sum_hists,
+    __starling_options_ml_eval_first,
+    __starling_options_ml_eval_next,
+    __starling_options_ml_eval_loss,
+    __starling_options_ml_predict
+);
+
+/// Sums the shards' histograms by a tree of tasks; only the total reaches the driver.
+fn reduce(place: &Placement, outs: &[ObjectRef<LevelOut>]) -> Result<Hist, MlError> {
+    let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = outs
+        .chunks(2)
+        .enumerate()
+        .map(|(i, pair)| {
+            let r = 2 * i;
+            let h = match pair {
+                [a, b] => place.on(r, ml_sum_outs::options()).remote(a, b),
+                [a] => place.on(r, ml_hist_of::options()).remote(a),
+                _ => unreachable!("chunks(2) yields one or two"),
+            };
+            (r, h)
+        })
+        .collect();
+    while hists.len() > 1 {
+        let mut next = Vec::with_capacity(hists.len().div_ceil(2));
+        let mut it = hists.into_iter();
+        while let Some((r, a)) = it.next() {
+            match it.next() {
+                Some((_, b)) => next.push((r, place.on(r, ml_sum_hists::options()).remote(a, b))),
+                None => next.push((r, a)),
+            }
+        }
+        hists = next;
+    }
+    let (_, total) = hists
+        .pop()
+        .ok_or_else(|| MlError::Param("no shards".into()))?;
+    Ok(starling::get(&total)?.to_hist())
+}
+
+/// A tree as grown: bin-space nodes plus what the model keeps of each.
+struct GrownTree {
+    nodes: Vec<BinNode>,
+    sums: Vec<GradSum>,
+    gains: Vec<f64>,
+}
+
+impl GrownTree {
+    fn new(root: GradSum, p: &Params, split: &SplitParams) -> Self {
+        GrownTree {
+            nodes: vec![BinNode::leaf(leaf_output(root, p, split))],
+            sums: vec![root],
+            gains: vec![0.0],
+        }
+    }
+
+    fn push_leaf(&mut self, sum: GradSum, p: &Params, split: &SplitParams) -> u32 {
+        self.nodes.push(BinNode::leaf(leaf_output(sum, p, split)));
+        self.sums.push(sum);
+        self.gains.push(0.0);
+        (self.nodes.len() - 1) as u32
+    }
+
+    /// XGBoost's pruning by `gamma`: bottom up, a split whose children are leaves and whose
+    /// loss reduction is under `gamma` becomes a leaf again.
+    fn prune(&mut self, i: usize, gamma: f64, p: &Params, split: &SplitParams) {
+        let n = self.nodes[i];
+        if n.left < 0 {
+            return;
+        }
+        self.prune(n.left as usize, gamma, p, split);
+        self.prune(n.right as usize, gamma, p, split);
+        let leafy = |j: i32| self.nodes[j as usize].left < 0;
+        if leafy(n.left) && leafy(n.right) && self.gains[i] < gamma {
+            self.nodes[i] = BinNode::leaf(leaf_output(self.sums[i], p, split));
+            self.gains[i] = 0.0;
+        }
+    }
+}
+
+fn leaf_output(sum: GradSum, p: &Params, split: &SplitParams) -> f32 {
+    (split.weight(sum) * f64::from(p.eta)) as f32
+}
+
+/// Grows one round's trees (one per class) level by level.
+#[allow(clippy::too_many_arguments)]
+fn grow_round(
+    place: &Placement,
+    shards: &[ObjectRef<ShardData>],
+    margins: &[ObjectRef<Margins>],
+    cuts: &Cuts,
+    cuts_ref: &ObjectRef<Cuts>,
+    split: &SplitParams,
+    p: &Params,
+    k: usize,
+    allowed: &[Vec<bool>],
+) -> Result<Vec<GrownTree>, MlError> {
+    let root_plan = LevelPlan {
+        classes: (0..k)
+            .map(|_| ClassPlan {
+                splits: Vec::new(),
+                build: vec![0],
+            })
+            .collect(),
+        threads: place.threads,
+    };
+    let mut outs: Vec<ObjectRef<LevelOut>> = shards
+        .iter()
+        .zip(margins)
+        .enumerate()
+        .map(|(r, (s, m))| {
+            place
+                .on(r, ml_root_level::options())
+                .remote(s, m, root_plan.clone(), cuts_ref)
+        })
+        .collect();
+    let hist = reduce(place, &outs)?;
+    let bins = hist.bins;
+    let mut trees: Vec<GrownTree> = Vec::with_capacity(k);
+    // Per class: the nodes still growing, with their histograms.
+    let mut frontier: Vec<Vec<(u32, Vec<i64>)>> = Vec::with_capacity(k);
+    for c in 0..k {
+        let slot = hist.slot(c).to_vec();
+        trees.push(GrownTree::new(hist::totals(&slot, bins).0, p, split));
+        frontier.push(vec![(0, slot)]);
+    }
+    for depth in 0..p.max_depth {
+        let mut plan = LevelPlan {
+            classes: vec![ClassPlan::default(); k],
+            threads: place.threads,
+        };
+        // Per class: (left, right, whether left is built, parent's histogram).
+        let mut pending: Vec<Vec<(u32, u32, bool, Vec<i64>)>> = vec![Vec::new(); k];
+        for c in 0..k {
+            for (node, slot) in std::mem::take(&mut frontier[c]) {
+                let Some(s) = hist::best_split(&slot, cuts, split, &allowed[c]) else {
+                    continue;
+                };
+                let t = &mut trees[c];
+                let l = t.push_leaf(s.left, p, split);
+                let r = t.push_leaf(s.right, p, split);
+                let n = &mut t.nodes[node as usize];
+                *n = BinNode {
+                    feature: s.feature as u32,
+                    bin: s.bin,
+                    default_left: s.default_left,
+                    left: l as i32,
+                    right: r as i32,
+                    value: n.value,
+                };
+                t.gains[node as usize] = s.gain;
+                plan.classes[c].splits.push(SplitRule {
+                    node,
+                    feature: s.feature as u32,
+                    bin: s.bin,
+                    default_left: s.default_left,
+                    left: l,
+                    right: r,
+                });
+                // Build the child with less hessian; the other is the parent minus it.
+                let left_built = s.left.h <= s.right.h;
+                plan.classes[c].build.push(if left_built { l } else { r });
+                pending[c].push((l, r, left_built, slot));
+            }
+        }
+        if pending.iter().all(Vec::is_empty) || depth + 1 == p.max_depth {
+            break;
+        }
+        outs = shards
+            .iter()
+            .zip(margins)
+            .zip(&outs)
+            .enumerate()
+            .map(|(r, ((s, m), o))| {
+                place
+                    .on(r, ml_grow_level::options())
+                    .remote(s, m, o, plan.clone(), cuts_ref)
+            })
+            .collect();
+        let hist = reduce(place, &outs)?;
+        let mut slot = 0usize;
+        for c in 0..k {
+            for (l, r, left_built, parent) in std::mem::take(&mut pending[c]) {
+                let built = hist.slot(slot).to_vec();
+                slot += 1;
+                let other = Hist::difference(&parent, &built);
+                let (ls, rs) = if left_built {
+                    (built, other)
+                } else {
+                    (other, built)
+                };
+                frontier[c].push((l, ls));
+                frontier[c].push((r, rs));
+            }
+        }
+    }
+    if p.gamma > 0.0 {
+        for t in &mut trees {
+            t.prune(0, p.gamma, p, split);
+        }
+    }
+    Ok(trees)
+}
+
+/// The model's form of a grown tree: nodes still reachable, renumbered in growth order,
+/// thresholds as values.
+fn to_tree(t: &GrownTree, cuts: &Cuts, split: &SplitParams) -> Tree {
+    let mut reachable = vec![false; t.nodes.len()];
+    let mut stack = vec![0usize];
+    while let Some(i) = stack.pop() {
+        reachable[i] = true;
+        let n = t.nodes[i];
+        if n.left >= 0 {
+            stack.push(n.left as usize);
+            stack.push(n.right as usize);
+        }
+    }
+    let mut id = vec![-1i32; t.nodes.len()];
+    let mut next = 0;
+    for (i, r) in reachable.iter().enumerate() {
+        if *r {
+            id[i] = next;
+            next += 1;
+        }
+    }
+    let mut out = Tree::default();
+    for (i, n) in t.nodes.iter().enumerate() {
+        if !reachable[i] {
+            continue;
+        }
+        let leaf = n.left < 0;
+        out.left.push(if leaf { -1 } else { id[n.left as usize] });
+        out.right.push(if leaf { -1 } else { id[n.right as usize] });
+        out.parent.push(i32::MAX);
+        out.split_index.push(if leaf { 0 } else { n.feature });
+        out.split_condition.push(if leaf {
+            n.value
+        } else {
+            cuts.thresholds[n.feature as usize][n.bin as usize]
+        });
+        out.default_left.push(!leaf && n.default_left);
+        out.base_weight.push(split.weight(t.sums[i]) as f32);
+        out.loss_change
+            .push(if leaf { 0.0 } else { t.gains[i] as f32 });
+        out.sum_hessian.push(split.hessian(t.sums[i]) as f32);
+    }
+    for i in 0..out.left.len() {
+        if out.left[i] >= 0 {
+            let (l, r) = (out.left[i] as usize, out.right[i] as usize);
+            out.parent[l] = i as i32;
+            out.parent[r] = i as i32;
+        }
+    }
+    out
+}
+
+impl Model {
+    /// Predicts every row of `data` (`input_cols` in the model's feature order) with
+    /// `num_workers` tasks, each reading its own shard; rows come back in the data's order.
+    pub fn predict(
+        &self,
+        data: &DataConnector,
+        input_cols: &[&str],
+        num_workers: usize,
+    ) -> Result<Vec<f32>, MlError> {
+        if input_cols.len() != self.num_feature {
+            return Err(MlError::Shape(format!(
+                "the model takes {} features, {} columns were given",
+                self.num_feature,
+                input_cols.len()
+            )));
+        }
+        let world = num_workers.max(1);
+        let place = Placement::new(ScalingConfig {
+            num_workers: world,
+            num_cpu_per_worker: 1,
+        })?;
+        let cols: Vec<String> = input_cols.iter().map(|s| s.to_string()).collect();
+        let model = starling::put(self.clone())?;
+        let parts: Vec<ObjectRef<Vec<f32>>> = (0..world)
+            .map(|r| {
+                place.on(r, ml_predict::options()).remote(
+                    data.clone(),
+                    r as u32,
+                    world as u32,
+                    cols.clone(),
+                    &model,
+                )
+            })
+            .collect();
+        Ok(starling::get_all(&parts)?.concat())
+    }
+}
