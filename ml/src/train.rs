@@ -32,29 +32,32 @@ use crate::{MlError, Model, Objective, Tree};
 // Flat arrays as bytes (little-endian), so large per-row arrays travel and are stored as one
 // block and are read in place.
 
-fn f32_bytes(v: &[f32]) -> Bytes {
-    Bytes::new(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+/// Little-endian bytes of plain numbers, written in one pass.
+macro_rules! le_codec {
+    ($to:ident, $from:ident, $t:ty, $n:expr) => {
+        fn $to(v: &[$t]) -> Bytes {
+            let mut out = Vec::with_capacity(v.len() * $n);
+            for x in v {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            Bytes::new(out)
+        }
+
+        fn $from(b: &[u8]) -> Vec<$t> {
+            b.chunks_exact($n)
+                .map(|c| {
+                    let mut a = [0u8; $n];
+                    a.copy_from_slice(c);
+                    <$t>::from_le_bytes(a)
+                })
+                .collect()
+        }
+    };
 }
 
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn u32_bytes(v: &[u32]) -> Bytes {
-    Bytes::new(v.iter().flat_map(|x| x.to_le_bytes()).collect())
-}
-
-fn u32s(b: &[u8]) -> Vec<u32> {
-    b.chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn i64_bytes(v: &[i64]) -> Bytes {
-    Bytes::new(v.iter().flat_map(|x| x.to_le_bytes()).collect())
-}
+le_codec!(f32_bytes, f32s, f32, 4);
+le_codec!(u32_bytes, u32s, u32, 4);
+le_codec!(i64_bytes, i64s, i64, 8);
 
 #[inline]
 fn i64_at(b: &[u8], i: usize) -> i64 {
@@ -226,9 +229,7 @@ impl HistMsg {
     fn to_hist(&self) -> Hist {
         Hist {
             bins: self.bins as usize,
-            data: (0..self.data.len() / 8)
-                .map(|i| i64_at(&self.data, i))
-                .collect(),
+            data: i64s(&self.data),
         }
     }
 }
@@ -1086,20 +1087,30 @@ pinned!(
 );
 
 /// Sums the shards' histograms by a tree of tasks; only the total reaches the driver.
+///
+/// On one node, the first layer sums pairs of level outputs directly (reading them mapped);
+/// across nodes, each shard's histogram is first taken out on its own node, so the rows'
+/// positions never cross the network.
 fn reduce(place: &Placement, outs: &[ObjectRef<LevelOut>]) -> Result<Hist, MlError> {
-    let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = outs
-        .chunks(2)
-        .enumerate()
-        .map(|(i, pair)| {
-            let r = 2 * i;
-            let h = match pair {
-                [a, b] => place.on(r, ml_sum_outs::options()).remote(a, b),
-                [a] => place.on(r, ml_hist_of::options()).remote(a),
-                _ => unreachable!("chunks(2) yields one or two"),
-            };
-            (r, h)
-        })
-        .collect();
+    let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = if place.nodes.len() > 1 {
+        outs.iter()
+            .enumerate()
+            .map(|(r, o)| (r, place.on(r, ml_hist_of::options()).remote(o)))
+            .collect()
+    } else {
+        outs.chunks(2)
+            .enumerate()
+            .map(|(i, pair)| {
+                let r = 2 * i;
+                let h = match pair {
+                    [a, b] => place.on(r, ml_sum_outs::options()).remote(a, b),
+                    [a] => place.on(r, ml_hist_of::options()).remote(a),
+                    _ => unreachable!("chunks(2) yields one or two"),
+                };
+                (r, h)
+            })
+            .collect()
+    };
     while hists.len() > 1 {
         let mut next = Vec::with_capacity(hists.len().div_ceil(2));
         let mut it = hists.into_iter();

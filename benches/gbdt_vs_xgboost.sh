@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Starling's GBDT (starling-ml, 2 workers) against XGBoost (tree_method=hist, nthread=2) on the
+# same data, same split, same parameters; prints one JSON line per run, then a table.
+#
+#   benches/gbdt_vs_xgboost.sh                      # all four datasets, 100 rounds, depth 6
+#   benches/gbdt_vs_xgboost.sh breast_cancer diabetes
+#   ROUNDS=50 DEPTH=4 benches/gbdt_vs_xgboost.sh
+#
+# The Python side (xgboost, scikit-learn, numpy) goes into its own venv
+# (ml/tests/setup_xgboost.sh); data is generated once under $STARLING_GBDT_DATA
+# (default ~/.cache/starling-ml/gbdt-data). Starling's time is its whole `fit` from the CSV
+# files (read, sketch, bin, train); XGBoost's is DMatrix construction from arrays already in
+# memory plus training, so the comparison leaves XGBoost's file reading out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-100}
+DEPTH=${DEPTH:-6}
+ETA=${ETA:-0.3}
+WORKERS=${WORKERS:-2}
+DATA=${STARLING_GBDT_DATA:-$HOME/.cache/starling-ml/gbdt-data}
+DATASETS=("$@")
+[ ${#DATASETS[@]} -gt 0 ] || DATASETS=(breast_cancer diabetes classification friedman1)
+
+PY=$(ml/tests/setup_xgboost.sh) || { echo "error: could not set up Python with xgboost" >&2; exit 1; }
+echo "python: $PY ($("$PY" -c 'import xgboost; print("xgboost", xgboost.__version__)'))" >&2
+
+echo "generating data under $DATA (once)..." >&2
+"$PY" benches/gbdt_xgboost.py gen "$DATA"
+
+echo "building the gbdt example (release)..." >&2
+cargo build -q --release --example gbdt
+GBDT=target/release/examples/gbdt
+
+objective() {
+  case "$1" in
+    friedman1|diabetes) echo reg:squarederror ;;
+    *) echo binary:logistic ;;
+  esac
+}
+
+RESULTS=$(mktemp)
+trap 'rm -f "$RESULTS" "$RESULTS.out"' EXIT
+for ds in "${DATASETS[@]}"; do
+  obj=$(objective "$ds")
+  echo "== $ds ($obj): xgboost" >&2
+  "$PY" benches/gbdt_xgboost.py train "$DATA" "$ds" "$ROUNDS" "$DEPTH" "$ETA" 2 | tee -a "$RESULTS"
+  echo "== $ds ($obj): starling, $WORKERS workers" >&2
+  out=$("$GBDT" --train "$DATA/$ds/train.csv" --test "$DATA/$ds/test.csv" --label y \
+        --objective "$obj" --n-estimators "$ROUNDS" --max-depth "$DEPTH" \
+        --learning-rate "$ETA" --max-bin 256 --workers "$WORKERS")
+  echo "$out" >&2
+  echo "$out" > "$RESULTS.out"
+  "$PY" - "$ds" "$WORKERS" "$RESULTS.out" <<'EOF' | tee -a "$RESULTS"
+import json, sys
+ds, workers = sys.argv[1], int(sys.argv[2])
+kv = {}
+for line in open(sys.argv[3]).read().split("\n"):
+    for part in line.split():
+        if "=" in part:
+            k, v = part.split("=", 1)
+            kv[k] = v
+metric = "rmse" if "rmse" in kv else "logloss"
+print(json.dumps({
+    "engine": "starling", "dataset": ds, "metric": metric, "value": float(kv[metric]),
+    "accuracy": float(kv["accuracy"]) if "accuracy" in kv else None,
+    "train_seconds": float(kv["train_seconds"]), "workers": workers,
+}))
+EOF
+done
+
+"$PY" - "$RESULTS" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in rows:
+    by.setdefault(r["dataset"], {})[r["engine"]] = r
+print()
+print("| dataset | metric | xgboost | starling | metric diff | xgboost s | starling s | time ratio |")
+print("|---|---|---|---|---|---|---|---|")
+for ds, e in by.items():
+    x, s = e.get("xgboost"), e.get("starling")
+    if not (x and s):
+        continue
+    diff = (s["value"] - x["value"]) / x["value"] * 100 if x["value"] else 0.0
+    acc = ""
+    if x.get("accuracy") is not None and s.get("accuracy") is not None:
+        acc = f" (acc {x['accuracy']:.4f} / {s['accuracy']:.4f})"
+    print(f"| {ds} | {x['metric']}{acc} | {x['value']:.5f} | {s['value']:.5f} | {diff:+.2f}% "
+          f"| {x['train_seconds']:.2f} | {s['train_seconds']:.2f} "
+          f"| {s['train_seconds'] / x['train_seconds']:.2f}x |")
+EOF
