@@ -9,6 +9,7 @@
 //! This crate uses only Starling's public API: everything here could live in a user's crate.
 
 pub mod model;
+pub mod xgb_json;
 
 pub use model::{ImportanceType, Model, Objective, Tree};
 
