@@ -14,6 +14,7 @@ pub mod model;
 pub mod params;
 pub mod sketch;
 pub mod train;
+pub mod xgb_json;
 
 pub use data::{DataConnector, Frame, Table};
 pub use model::{ImportanceType, Model, Objective, Tree};

@@ -1,0 +1,373 @@
+//! Compatibility with XGBoost itself: models written by `Model::save_json` are loaded by
+//! Python's `xgboost.Booster(model_file=..)`, which must predict what `Model::predict_rows`
+//! predicts (within 1e-5), and the model XGBoost saves again must read back unchanged.
+//!
+//! The models are built by hand: trees of several depths, missing values sent both ways,
+//! thresholds that rows hit exactly, for `reg:squarederror`, `binary:logistic` (with a best
+//! iteration) and `multi:softprob`.
+//!
+//! Needs a Python that can import xgboost: the one named by `STARLING_XGBOOST_PYTHON`
+//! (`tests/setup_xgboost.sh` makes one), else `python3` if it can. Without one the test
+//! writes why it is skipped to stderr (past the test harness's capture) and returns; a
+//! `STARLING_XGBOOST_PYTHON` that cannot import xgboost fails the test.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use starling_ml::{Model, Objective, Tree};
+
+/// The longest any Python run may take.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Writes to the process's stderr directly, so the message shows even when the test passes.
+fn note(message: &str) {
+    let _ = writeln!(std::io::stderr(), "xgboost_compat: {message}");
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "starling-ml-xgboost-compat-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("create scratch directory");
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What a finished command printed.
+struct Ran {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `program args` with a time limit; stdout and stderr go through files in `scratch`.
+fn run(scratch: &Scratch, program: &str, args: &[&str]) -> Result<Ran, String> {
+    let (out_path, err_path) = (scratch.path("stdout.txt"), scratch.path("stderr.txt"));
+    let open = |p: &Path| File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(open(&out_path)?)
+        .stderr(open(&err_path)?)
+        .spawn()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() > TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{program} {args:?} ran over {TIMEOUT:?}; killed"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for {program}: {e}")),
+        }
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    Ok(Ran {
+        success: status.success(),
+        stdout: read(&out_path),
+        stderr: read(&err_path),
+    })
+}
+
+/// The xgboost version `python` imports, or why it cannot.
+fn xgboost_version(scratch: &Scratch, python: &str) -> Result<String, String> {
+    let ran = run(
+        scratch,
+        python,
+        &["-c", "import numpy, xgboost; print(xgboost.__version__)"],
+    )?;
+    if ran.success {
+        Ok(ran.stdout.trim().to_string())
+    } else {
+        let last = ran.stderr.lines().last().unwrap_or("").to_string();
+        Err(format!("{python} cannot import xgboost and numpy ({last})"))
+    }
+}
+
+/// The Python to compare with, or `None` (after saying why) when there is none.
+fn find_python(scratch: &Scratch) -> Option<(String, String)> {
+    if let Some(p) = std::env::var_os("STARLING_XGBOOST_PYTHON") {
+        let p = p.to_string_lossy().into_owned();
+        match xgboost_version(scratch, &p) {
+            Ok(v) => return Some((p, v)),
+            Err(e) => panic!("STARLING_XGBOOST_PYTHON is set, but {e}"),
+        }
+    }
+    match xgboost_version(scratch, "python3") {
+        Ok(v) => Some(("python3".to_string(), v)),
+        Err(e) => {
+            note(&format!(
+                "skipped: no Python with xgboost (set STARLING_XGBOOST_PYTHON); tried \
+                 STARLING_XGBOOST_PYTHON (unset), python3 ({e})"
+            ));
+            None
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Uniform in [-1, 1), with every digit of an f32 in use.
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// A value on the grid of quarters in [-2, 2]: rows land on such thresholds exactly.
+    fn quarter(&mut self) -> f32 {
+        self.below(17) as f32 * 0.25 - 2.0
+    }
+}
+
+/// Turns leaf `i` of `t` into a split with two new leaves.
+fn split(t: &mut Tree, i: usize, feature: u32, threshold: f32, default_left: bool, rng: &mut Rng) {
+    for _ in 0..2 {
+        let value = rng.unit() * 0.5;
+        t.left.push(-1);
+        t.right.push(-1);
+        t.parent.push(i as i32);
+        t.split_index.push(0);
+        t.split_condition.push(value);
+        t.default_left.push(false);
+        t.base_weight.push(value);
+        t.loss_change.push(0.0);
+        t.sum_hessian.push(1.0 + rng.below(50) as f32);
+    }
+    let n = t.len();
+    t.left[i] = n as i32 - 2;
+    t.right[i] = n as i32 - 1;
+    t.split_index[i] = feature;
+    t.split_condition[i] = threshold;
+    t.default_left[i] = default_left;
+    t.loss_change[i] = 1.0 + rng.unit().abs() * 10.0;
+    t.sum_hessian[i] = t.sum_hessian[n - 2] + t.sum_hessian[n - 1];
+}
+
+/// A tree of the given depth over `num_feature` features; `full` splits every node down to
+/// `depth`, otherwise only one child of each split is split again (a chain).
+fn tree(depth: usize, full: bool, num_feature: u32, rng: &mut Rng) -> Tree {
+    let mut t = Tree::leaf(rng.unit(), 100.0);
+    let mut frontier = vec![0usize];
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for i in frontier {
+            let feature = rng.below(u64::from(num_feature)) as u32;
+            let threshold = if rng.below(2) == 0 {
+                rng.quarter()
+            } else {
+                rng.unit() * 2.0
+            };
+            split(&mut t, i, feature, threshold, rng.below(2) == 0, rng);
+            let (l, r) = (t.left[i] as usize, t.right[i] as usize);
+            if full {
+                next.extend([l, r]);
+            } else {
+                next.push(if rng.below(2) == 0 { l } else { r });
+            }
+        }
+        frontier = next;
+    }
+    t
+}
+
+fn models() -> Vec<(&'static str, Model)> {
+    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let f = 4;
+    let squared = Model {
+        objective: Objective::SquaredError,
+        base_score: 0.75,
+        num_feature: f as usize,
+        feature_names: vec![],
+        trees: vec![
+            Tree::leaf(0.5, 100.0),
+            tree(1, true, f, &mut rng),
+            tree(3, true, f, &mut rng),
+            tree(5, false, f, &mut rng),
+        ],
+        tree_info: vec![0; 4],
+        best_iteration: None,
+    };
+    let logistic = Model {
+        objective: Objective::BinaryLogistic,
+        base_score: 0.2,
+        num_feature: f as usize,
+        feature_names: ["age", "income", "score", "tenure"]
+            .map(String::from)
+            .to_vec(),
+        trees: vec![
+            tree(2, true, f, &mut rng),
+            tree(4, false, f, &mut rng),
+            tree(3, true, f, &mut rng),
+            tree(2, true, f, &mut rng),
+        ],
+        tree_info: vec![0; 4],
+        // The last tree is past the best round: neither side may use it.
+        best_iteration: Some(2),
+    };
+    let classes = 4u32;
+    let rounds = 3usize;
+    let softprob = Model {
+        objective: Objective::MultiSoftprob { num_class: classes },
+        base_score: 0.5,
+        num_feature: f as usize,
+        feature_names: ["a", "b", "c", "d"].map(String::from).to_vec(),
+        trees: (0..rounds * classes as usize)
+            .map(|i| tree(1 + i % 4, i % 3 != 0, f, &mut rng))
+            .collect(),
+        tree_info: (0..rounds as u32 * classes).map(|i| i % classes).collect(),
+        best_iteration: None,
+    };
+    vec![
+        ("squarederror", squared),
+        ("logistic", logistic),
+        ("softprob", softprob),
+    ]
+}
+
+/// Rows of 4 features: quarters (which hit thresholds exactly), arbitrary values, ~20%
+/// missing, and one row with every value missing.
+fn rows(n: usize) -> Vec<f32> {
+    let mut rng = Rng(0xDA7A_0000_0000_0042);
+    let mut out = Vec::with_capacity(n * 4);
+    for _ in 0..n - 1 {
+        for _ in 0..4 {
+            out.push(match rng.below(10) {
+                0 | 1 => f32::NAN,
+                2..=5 => rng.quarter(),
+                _ => rng.unit() * 2.5,
+            });
+        }
+    }
+    out.extend([f32::NAN; 4]);
+    out
+}
+
+fn write_rows(path: &Path, rows: &[f32]) {
+    let mut text = String::new();
+    for row in rows.chunks(4) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|v| {
+                if v.is_nan() {
+                    "nan".into()
+                } else {
+                    format!("{v}")
+                }
+            })
+            .collect();
+        text.push_str(&cells.join(","));
+        text.push('\n');
+    }
+    std::fs::write(path, text).expect("write rows");
+}
+
+fn read_predictions(path: &Path) -> Vec<Vec<f64>> {
+    let text = std::fs::read_to_string(path).expect("read XGBoost's predictions");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.trim().parse::<f64>().expect("a number"))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn xgboost_loads_our_models_and_predicts_the_same() {
+    let scratch = Scratch::new();
+    let Some((python, version)) = find_python(&scratch) else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/xgb_predict.py");
+    let rows = rows(60);
+    let rows_path = scratch.path("rows.csv");
+    write_rows(&rows_path, &rows);
+
+    for (name, model) in models() {
+        let model_path = scratch.path(&format!("{name}.json"));
+        model.save_json(&model_path).expect("save");
+        let out_path = scratch.path(&format!("{name}.pred.csv"));
+        let resaved_path = scratch.path(&format!("{name}.resaved.json"));
+        let args: Vec<String> = [&script, &model_path, &rows_path, &out_path, &resaved_path]
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ran = run(&scratch, &python, &args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            ran.success,
+            "{name}: XGBoost could not load or predict with our model:\n{}{}",
+            ran.stdout, ran.stderr
+        );
+
+        let ours = model.predict_rows(&rows).expect("predict");
+        let theirs = read_predictions(&out_path);
+        let groups = model.objective.groups();
+        assert_eq!(
+            theirs.len(),
+            rows.len() / 4,
+            "{name}: rows predicted by XGBoost"
+        );
+        let mut worst = 0f64;
+        for (i, (t, o)) in theirs.iter().zip(ours.chunks(groups)).enumerate() {
+            assert_eq!(t.len(), groups, "{name} row {i}: outputs");
+            for (a, b) in t.iter().zip(o) {
+                let d = (a - f64::from(*b)).abs();
+                worst = worst.max(d);
+                assert!(
+                    d <= 1e-5,
+                    "{name} row {i} {:?}: XGBoost {t:?}, ours {o:?}",
+                    &rows[i * 4..i * 4 + 4]
+                );
+            }
+        }
+
+        // What XGBoost saves again reads back as the same model.
+        let again = Model::load_json(&resaved_path).expect("read the model XGBoost saved");
+        assert_eq!(
+            again, model,
+            "{name}: the model XGBoost saved again differs"
+        );
+        note(&format!(
+            "{name}: {} rows agree with xgboost {version} ({python}), largest difference {worst:e}",
+            theirs.len()
+        ));
+    }
+}
