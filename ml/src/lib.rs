@@ -8,8 +8,10 @@
 //!
 //! This crate uses only Starling's public API: everything here could live in a user's crate.
 
+pub mod data;
 pub mod model;
 
+pub use data::{DataConnector, Frame, Table};
 pub use model::{ImportanceType, Model, Objective, Tree};
 
 /// What can go wrong in data loading, training and model I/O.
