@@ -62,7 +62,8 @@ fn parse_args() -> anyhow::Result<Args> {
             .next()
             .with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
         let num = |v: &str| -> anyhow::Result<usize> {
-            v.parse().with_context(|| format!("{flag}: {v:?} is not a count"))
+            v.parse()
+                .with_context(|| format!("{flag}: {v:?} is not a count"))
         };
         match flag.as_str() {
             "--train" => a.train = value,
@@ -116,10 +117,11 @@ fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|| starling::nodes().map_or(1, |n| n.len()).max(2))
     });
     println!(
-        "training {} rounds on {} ({} features) with {workers} workers",
+        "training {} rounds on {} ({} features) with {workers} workers on {} node(s)",
         args.n_estimators,
         args.train,
-        cols.len()
+        cols.len(),
+        starling::nodes().map_or(0, |n| n.len())
     );
     let mut est = GbdtEstimator::new(args.n_estimators)
         .params(params.clone())

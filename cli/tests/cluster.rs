@@ -387,6 +387,87 @@ fn tls_carries_the_cluster_traffic() {
 // Multi-node jobs
 
 #[test]
+fn gbdt_trains_as_a_job_across_two_instances() {
+    let c = Cluster::start("gbdt", 0);
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "ml",
+        "--max-nodes",
+        "2",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    // y = 3*x0 - 2*x1 (+ a step on x2), rows the same on every run.
+    let write = |name: &str, rows: usize, seed: u64| {
+        let mut s = seed;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f64 / (1u64 << 24) as f64
+        };
+        let mut text = String::from("x0,x1,x2,y\n");
+        for _ in 0..rows {
+            let x = [next(), next(), next()];
+            let y = 3.0 * x[0] - 2.0 * x[1] + if x[2] > 0.5 { 1.0 } else { 0.0 };
+            text.push_str(&format!("{:.6},{:.6},{:.6},{y:.6}\n", x[0], x[1], x[2]));
+        }
+        let path = c.dir.join(name);
+        std::fs::write(&path, text).expect("write data");
+        path.display().to_string()
+    };
+    let train = write("train.csv", 2000, 1);
+    let test = write("test.csv", 500, 2);
+    let model = c.dir.join("model.json").display().to_string();
+    let bin = examples_dir().join("gbdt");
+    let (status, stdout, stderr) = c.cli(&[
+        "job",
+        "submit",
+        "--pool",
+        "ml",
+        "--target-instances",
+        "2",
+        "--wait",
+        bin.to_str().expect("utf-8 path"),
+        "--",
+        "--train",
+        &train,
+        "--test",
+        &test,
+        "--label",
+        "y",
+        "--n-estimators",
+        "30",
+        "--max-depth",
+        "4",
+        "--save",
+        &model,
+    ]);
+    c.check(
+        status.success(),
+        &format!("gbdt job failed: {stdout}{stderr}"),
+    );
+    let id = stdout.lines().next().unwrap_or_default().trim().to_string();
+    let log = c.cli_ok(&["job", "logs", &id]);
+    c.check(
+        log.contains("with 2 workers on 2 node(s)"),
+        &format!("the job did not train with one worker per instance:\n{log}"),
+    );
+    let rmse: f64 = log
+        .lines()
+        .find_map(|l| l.split_once("rmse=").map(|(_, v)| v.trim()))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::MAX);
+    c.check(rmse < 0.15, &format!("test rmse {rmse}:\n{log}"));
+    let saved = std::fs::read_to_string(&model).unwrap_or_default();
+    c.check(
+        saved.contains("\"num_trees\":\"30\""),
+        &format!("the saved model has not 30 trees: {} bytes", saved.len()),
+    );
+}
+
+#[test]
 fn a_job_runs_on_three_instances_of_a_launched_pool() {
     let c = Cluster::start("job3", 0);
     c.cli_ok(&[

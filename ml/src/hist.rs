@@ -1,9 +1,10 @@
 //! Gradient histograms and split finding.
 //!
-//! Gradients and hessians are summed in fixed point (`i64`, scaled by `2^scale`): integer sums
-//! do not depend on the order they are added in, so a histogram summed over 1, 2 or 4 shards is
-//! bit-for-bit the same and distributed training grows the same trees as one worker. The scale
-//! is chosen from the number of rows and a bound on the gradients so no sum can overflow.
+//! Gradients and hessians are summed in fixed point: each row's values are rounded to `i32`
+//! (scaled by `2^scale`, the scale chosen from a bound on the gradients so a row's value fits in
+//! 31 bits) and summed as `i64`, exact for up to `2^32` rows. Integer sums do not depend on the
+//! order they are added in, so a histogram summed over 1, 2 or 4 shards is bit-for-bit the same
+//! and distributed training grows the same trees as one worker.
 //!
 //! A histogram holds, for each node it covers (a *slot*), the `(g, h)` sums of every bin of
 //! every feature, then the node's totals `(g, h, rows)`; a feature's missing values are what its
@@ -37,18 +38,18 @@ impl GradSum {
     }
 }
 
-/// The fixed-point scale for `rows` rows whose `|g|` and `h` are at most `bound`: sums stay
-/// below `2^62`.
-pub fn scale_for(rows: u64, bound: f64) -> i32 {
-    let mag = (rows.max(1) as f64 * bound.max(1e-30)).log2().ceil() as i32;
-    (61 - mag).clamp(0, 48)
+/// The fixed-point scale for values whose magnitude is at most `bound`: a row's value stays
+/// within `2^30`.
+pub fn scale_for(bound: f64) -> i32 {
+    let mag = bound.max(1e-30).log2().ceil() as i32;
+    (30 - mag).clamp(-60, 60)
 }
 
-/// Rounds a value to fixed point (saturating).
+/// Rounds a value to fixed point (saturating at `2^30`).
 #[inline]
-pub fn quantize(x: f32, scale: i32) -> i64 {
-    let v = (f64::from(x) * (scale as f64).exp2()).round();
-    v.clamp(-(2f64.powi(62)), 2f64.powi(62)) as i64
+pub fn quantize(x: f32, scale: i32) -> i32 {
+    let v = (f64::from(x) * f64::from(scale).exp2()).round();
+    v.clamp(-(2f64.powi(30)), 2f64.powi(30)) as i32
 }
 
 /// Histograms of several nodes over one binning.
@@ -405,9 +406,9 @@ mod tests {
 
     #[test]
     fn sums_are_exact_in_any_order_and_siblings_come_from_subtraction() {
-        let scale = scale_for(1000, 1.0);
+        let scale = scale_for(1.0);
         let g: Vec<i64> = (0..1000)
-            .map(|i| quantize(((i * 7919) % 1000) as f32 / 999.0 - 0.5, scale))
+            .map(|i| i64::from(quantize(((i * 7919) % 1000) as f32 / 999.0 - 0.5, scale)))
             .collect();
         let codes: Vec<u8> = (0..1000).map(|i| (i % 3) as u8).collect();
         let whole = {

@@ -286,7 +286,7 @@ impl Model {
     /// row, or `num_class` probabilities per row for `multi:softprob` (row-major).
     pub fn predict_rows(&self, rows: &[f32]) -> Result<Vec<f32>, MlError> {
         let f = self.num_feature.max(1);
-        if rows.len() % f != 0 {
+        if !rows.len().is_multiple_of(f) {
             return Err(MlError::Shape(format!(
                 "{} values is not a whole number of rows of {} features",
                 rows.len(),

@@ -154,7 +154,7 @@ fn thresholds_of(points: &[(f32, u64)], bins: usize) -> Vec<f32> {
     for (i, (x, w)) in points.iter().enumerate() {
         // The threshold is the first value past each boundary rank: rows below it fall left.
         while next < bins && (cum as u128) * (bins as u128) >= (next as u128) * (total as u128) {
-            if i > 0 && out.last().map_or(true, |l| *l < *x) {
+            if i > 0 && out.last().is_none_or(|l| *l < *x) {
                 out.push(*x);
             }
             next += 1;
@@ -197,7 +197,7 @@ mod tests {
         for (t, want) in t.iter().zip([2500.0, 5000.0, 7500.0]) {
             assert!((t - want).abs() <= 10.0, "{t} vs {want}");
         }
-        let bins = cuts.bin_columns(&[col.clone()], col.len());
+        let bins = cuts.bin_columns(std::slice::from_ref(&col), col.len());
         let mut counts = [0usize; 4];
         for b in bins {
             counts[b as usize] += 1;

@@ -35,6 +35,7 @@ use crate::{MlError, Model, Objective, Tree};
 /// Little-endian bytes of plain numbers, written in one pass.
 macro_rules! le_codec {
     ($to:ident, $from:ident, $t:ty, $n:expr) => {
+        #[allow(dead_code)]
         fn $to(v: &[$t]) -> Bytes {
             let mut out = Vec::with_capacity(v.len() * $n);
             for x in v {
@@ -43,6 +44,7 @@ macro_rules! le_codec {
             Bytes::new(out)
         }
 
+        #[allow(dead_code)]
         fn $from(b: &[u8]) -> Vec<$t> {
             b.chunks_exact($n)
                 .map(|c| {
@@ -58,12 +60,13 @@ macro_rules! le_codec {
 le_codec!(f32_bytes, f32s, f32, 4);
 le_codec!(u32_bytes, u32s, u32, 4);
 le_codec!(i64_bytes, i64s, i64, 8);
+le_codec!(i32_bytes, i32s, i32, 4);
 
 #[inline]
-fn i64_at(b: &[u8], i: usize) -> i64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[8 * i..8 * i + 8]);
-    i64::from_le_bytes(a)
+fn i32_at(b: &[u8], i: usize) -> i32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[4 * i..4 * i + 4]);
+    i32::from_le_bytes(a)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -129,7 +132,7 @@ pub struct RoundCtx {
     seed: u64,
 }
 
-/// A shard's margins (`rows x classes`, f32) and fixed-point gradients (`(g, h)` i64 pairs).
+/// A shard's margins (`rows x classes`, f32) and fixed-point gradients (`(g, h)` i32 pairs).
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Margins {
     margins: Bytes,
@@ -209,6 +212,8 @@ pub struct ClassPlan {
 pub struct LevelPlan {
     classes: Vec<ClassPlan>,
     threads: u32,
+    /// Bytes per row position in the output.
+    width: u8,
 }
 
 /// A histogram as it travels (one block of little-endian i64s).
@@ -234,11 +239,48 @@ impl HistMsg {
     }
 }
 
-/// A shard after a level: where each row is (`rows x classes` node ids) and the histograms.
+/// A shard after a level: where each row is (`rows x classes` node ids, `width` bytes each:
+/// one for trees of depth up to 7) and the histograms.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct LevelOut {
+    width: u8,
     positions: Bytes,
     hist: HistMsg,
+}
+
+impl LevelOut {
+    fn new(positions: &[u32], width: u8, hist: &Hist) -> Self {
+        let mut out = Vec::with_capacity(positions.len() * width as usize);
+        for p in positions {
+            out.extend_from_slice(&p.to_le_bytes()[..width as usize]);
+        }
+        LevelOut {
+            width,
+            positions: Bytes::new(out),
+            hist: HistMsg::from_hist(hist),
+        }
+    }
+
+    fn positions(&self) -> Vec<u32> {
+        match self.width {
+            1 => self.positions.iter().map(|b| u32::from(*b)).collect(),
+            2 => self
+                .positions
+                .chunks_exact(2)
+                .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+            _ => u32s(&self.positions),
+        }
+    }
+}
+
+/// Bytes per row position for trees of `max_depth` (node ids below `2^(max_depth+1)`).
+fn position_width(max_depth: usize) -> u8 {
+    match max_depth {
+        0..=7 => 1,
+        8..=15 => 2,
+        _ => 4,
+    }
 }
 
 /// An eval shard's margins and its loss at them.
@@ -355,7 +397,7 @@ fn margins_for(shard: &ShardData, margins: Vec<f32>, ctx: &RoundCtx) -> Margins 
     let k = ctx.objective.groups();
     let n = shard.n_rows as usize;
     let labels = f32s(&shard.labels);
-    let mut grads = vec![0i64; n * k * 2];
+    let mut grads = vec![0i32; n * k * 2];
     let mut gh = vec![(0f32, 0f32); k];
     for i in 0..n {
         if ctx.subsample < 1.0
@@ -378,7 +420,7 @@ fn margins_for(shard: &ShardData, margins: Vec<f32>, ctx: &RoundCtx) -> Margins 
     }
     Margins {
         margins: f32_bytes(&margins),
-        grads: i64_bytes(&grads),
+        grads: i32_bytes(&grads),
     }
 }
 
@@ -389,7 +431,7 @@ fn ml_first_margins(shard: ShardData, ctx: RoundCtx) -> Margins {
     margins_for(&shard, margins, &ctx)
 }
 
-/// Adds one round's trees (one per class) to margins.
+/// Adds one round's trees (one per class) to margins, walking each tree from its root.
 fn add_trees(shard: &ShardData, margins: &mut [f32], trees: &[Vec<BinNode>]) {
     let k = trees.len();
     let nf = shard.n_features as usize;
@@ -400,19 +442,75 @@ fn add_trees(shard: &ShardData, margins: &mut [f32], trees: &[Vec<BinNode>]) {
     }
 }
 
+/// How a round ended, for the shards' next margins: per class, the splits chosen after the
+/// last level the workers ran, and every node's output (a node pruned away or below a leaf
+/// gives its leaf's).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RoundEnd {
+    classes: Vec<ClassEnd>,
+}
+
+/// One class's part of a [`RoundEnd`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClassEnd {
+    rules: Vec<SplitRule>,
+    values: Vec<f32>,
+}
+
+/// A node-indexed table of split rules.
+fn rule_table(rules: &[SplitRule]) -> Vec<Option<SplitRule>> {
+    let top = rules.iter().map(|s| s.node as usize + 1).max().unwrap_or(0);
+    let mut t = vec![None; top];
+    for r in rules {
+        t[r.node as usize] = Some(*r);
+    }
+    t
+}
+
+#[inline]
+fn route(table: &[Option<SplitRule>], p: u32, row: &[u8]) -> u32 {
+    match table.get(p as usize) {
+        Some(Some(r)) => {
+            let code = row[r.feature as usize];
+            let left = if code == crate::sketch::MISSING {
+                r.default_left
+            } else {
+                code <= r.bin
+            };
+            if left {
+                r.left
+            } else {
+                r.right
+            }
+        }
+        _ => p,
+    }
+}
+
 #[starling::remote]
 fn ml_next_margins(
     shard: ShardData,
     prev: Margins,
-    trees: Vec<Vec<BinNode>>,
+    last: LevelOut,
+    end: RoundEnd,
     ctx: RoundCtx,
 ) -> Margins {
+    let k = end.classes.len();
+    let nf = shard.n_features as usize;
     let mut margins = f32s(&prev.margins);
-    add_trees(&shard, &mut margins, &trees);
+    let positions = last.positions();
+    for (c, ce) in end.classes.iter().enumerate() {
+        let table = rule_table(&ce.rules);
+        for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
+            let p = route(&table, positions[i * k + c], row);
+            margins[i * k + c] += ce.values[p as usize];
+        }
+    }
     margins_for(&shard, margins, &ctx)
 }
 
-/// Moves rows down the plan's splits and builds the requested histograms.
+/// Moves rows down the plan's splits and builds the requested histograms, in one pass over
+/// the rows (split over `plan.threads` threads).
 fn level(
     shard: &ShardData,
     margins: &Margins,
@@ -424,29 +522,11 @@ fn level(
     let n = shard.n_rows as usize;
     let nf = shard.n_features as usize;
     let bins: &[u8] = &shard.bins;
-    // Apply splits.
-    for (c, cp) in plan.classes.iter().enumerate() {
-        if cp.splits.is_empty() {
-            continue;
-        }
-        let top = cp.splits.iter().map(|s| s.node).max().unwrap_or(0) as usize;
-        let mut rule: Vec<Option<SplitRule>> = vec![None; top + 1];
-        for s in &cp.splits {
-            rule[s.node as usize] = Some(*s);
-        }
-        for i in 0..n {
-            let p = &mut positions[i * k + c];
-            if let Some(Some(r)) = rule.get(*p as usize) {
-                let code = bins[i * nf + r.feature as usize];
-                let left = if code == crate::sketch::MISSING {
-                    r.default_left
-                } else {
-                    code <= r.bin
-                };
-                *p = if left { r.left } else { r.right };
-            }
-        }
-    }
+    let rules: Vec<Vec<Option<SplitRule>>> = plan
+        .classes
+        .iter()
+        .map(|cp| rule_table(&cp.splits))
+        .collect();
     // Slots: class by class, nodes in the plan's order.
     let mut slot_of: Vec<Vec<i32>> = Vec::with_capacity(k);
     let mut slots = 0usize;
@@ -459,46 +539,46 @@ fn level(
         }
         slot_of.push(t);
     }
-    let offsets = cuts.offsets();
-    let total_bins = offsets.1;
+    let (offsets, total_bins) = cuts.offsets();
     let threads = (plan.threads as usize).clamp(1, 64).min(n.max(1));
     let grads: &[u8] = &margins.grads;
-    let positions_ref = &positions;
-    let build = |rows: std::ops::Range<usize>| {
+    let chunk = n.div_ceil(threads).max(1);
+    let build = |first: usize, pos: &mut [u32]| {
         let mut h = Hist::zeros(slots, total_bins);
-        for (c, table) in slot_of.iter().enumerate() {
-            if table.is_empty() {
-                continue;
-            }
+        let rows = first..first + pos.len() / k.max(1);
+        for c in 0..k {
+            let (rule, table) = (&rules[c], &slot_of[c]);
             h.accumulate(
                 bins,
                 nf,
-                &offsets.0,
+                &offsets,
                 rows.clone(),
                 |i| {
-                    let p = positions_ref[i * k + c] as usize;
-                    match table.get(p) {
+                    let p = &mut pos[(i - first) * k + c];
+                    *p = route(rule, *p, &bins[i * nf..(i + 1) * nf]);
+                    match table.get(*p as usize) {
                         Some(&s) if s >= 0 => Some(s as usize),
                         _ => None,
                     }
                 },
                 |i| GradSum {
-                    g: i64_at(grads, 2 * (i * k + c)),
-                    h: i64_at(grads, 2 * (i * k + c) + 1),
+                    g: i64::from(i32_at(grads, 2 * (i * k + c))),
+                    h: i64::from(i32_at(grads, 2 * (i * k + c) + 1)),
                 },
             );
         }
         h
     };
     let hist = if threads <= 1 {
-        build(0..n)
+        build(0, &mut positions)
     } else {
-        let chunk = n.div_ceil(threads);
         std::thread::scope(|s| {
-            let parts: Vec<_> = (0..threads)
-                .map(|t| {
-                    let r = (t * chunk).min(n)..((t + 1) * chunk).min(n);
-                    s.spawn(move || build(r))
+            let parts: Vec<_> = positions
+                .chunks_mut(chunk * k)
+                .enumerate()
+                .map(|(t, pos)| {
+                    let build = &build;
+                    s.spawn(move || build(t * chunk, pos))
                 })
                 .collect();
             let mut total = Hist::zeros(slots, total_bins);
@@ -511,10 +591,7 @@ fn level(
             total
         })
     };
-    LevelOut {
-        positions: u32_bytes(&positions),
-        hist: HistMsg::from_hist(&hist),
-    }
+    LevelOut::new(&positions, plan.width, &hist)
 }
 
 #[starling::remote]
@@ -532,7 +609,7 @@ fn ml_grow_level(
     plan: LevelPlan,
     cuts: Cuts,
 ) -> LevelOut {
-    level(&shard, &margins, u32s(&prev.positions), &plan, &cuts)
+    level(&shard, &margins, prev.positions(), &plan, &cuts)
 }
 
 #[starling::remote]
@@ -825,7 +902,12 @@ impl GbdtEstimator {
             }
             _ => 1.0,
         };
-        let scale = hist::scale_for(rows, f64::from(grad_bound));
+        if rows >= 1 << 32 {
+            return Err(MlError::Shape(format!(
+                "{rows} rows: at most 2^32 rows are supported"
+            )));
+        }
+        let scale = hist::scale_for(f64::from(grad_bound));
         let cuts_ref = starling::put(cuts.clone())?;
         let mut offset = 0u64;
         let shards: Vec<ObjectRef<ShardData>> = raws
@@ -886,7 +968,10 @@ impl GbdtEstimator {
             best_iteration: None,
         };
         let mut margins: Vec<ObjectRef<Margins>> = Vec::new();
-        let mut last: Vec<Vec<BinNode>> = Vec::new();
+        let mut last_outs: Vec<ObjectRef<LevelOut>> = Vec::new();
+        let mut end = RoundEnd {
+            classes: Vec::new(),
+        };
         let mut history = Vec::new();
         let mut best: Option<(usize, f64)> = None;
         for round in 0..self.n_estimators {
@@ -913,12 +998,14 @@ impl GbdtEstimator {
                 shards
                     .iter()
                     .zip(&margins)
+                    .zip(&last_outs)
                     .enumerate()
-                    .map(|(r, (s, m))| {
+                    .map(|(r, ((s, m), o))| {
                         place.on(r, ml_next_margins::options()).remote(
                             s,
                             m,
-                            last.clone(),
+                            o,
+                            end.clone(),
                             ctx.clone(),
                         )
                     })
@@ -927,14 +1014,23 @@ impl GbdtEstimator {
             let allowed: Vec<Vec<bool>> = (0..k)
                 .map(|c| feature_sample(p, cols.len(), round, c))
                 .collect();
-            let trees = grow_round(
+            let grown = grow_round(
                 &place, &shards, &margins, &cuts, &cuts_ref, &split, p, k, &allowed,
             )?;
-            for (c, t) in trees.iter().enumerate() {
+            for (c, t) in grown.trees.iter().enumerate() {
                 model.trees.push(to_tree(t, &cuts, &split));
                 model.tree_info.push(c as u32);
             }
-            last = trees.into_iter().map(|t| t.nodes).collect();
+            end = RoundEnd {
+                classes: grown
+                    .trees
+                    .iter()
+                    .zip(grown.final_rules)
+                    .map(|(t, rules)| t.end(rules))
+                    .collect(),
+            };
+            last_outs = grown.outs;
+            let last: Vec<Vec<BinNode>> = grown.trees.into_iter().map(|t| t.nodes).collect();
 
             if let Some((eshards, states)) = &mut eval {
                 *states = eshards
@@ -964,7 +1060,7 @@ impl GbdtEstimator {
                 if self.verbose_eval > 0 && round % self.verbose_eval == 0 {
                     eprintln!("[{round}]\teval-{}:{metric:.6}", metric_name(objective));
                 }
-                if best.map_or(true, |(_, b)| metric < b) {
+                if best.is_none_or(|(_, b)| metric < b) {
                     best = Some((round, metric));
                 }
                 if let (Some(stop), Some((b, _))) = (self.early_stopping_rounds, best) {
@@ -1133,6 +1229,8 @@ struct GrownTree {
     nodes: Vec<BinNode>,
     sums: Vec<GradSum>,
     gains: Vec<f64>,
+    /// Children as grown (pruning turns a split into a leaf but keeps these).
+    kids: Vec<(i32, i32)>,
 }
 
 impl GrownTree {
@@ -1141,13 +1239,37 @@ impl GrownTree {
             nodes: vec![BinNode::leaf(leaf_output(root, p, split))],
             sums: vec![root],
             gains: vec![0.0],
+            kids: vec![(-1, -1)],
         }
+    }
+
+    /// The round's end for this tree: the `rules` still to apply that survived pruning, and
+    /// each grown node's output (that of the leaf it is, or lies under).
+    fn end(&self, rules: Vec<SplitRule>) -> ClassEnd {
+        let mut values = vec![0f32; self.nodes.len()];
+        let mut stack = vec![(0usize, None::<f32>)];
+        while let Some((i, under)) = stack.pop() {
+            let n = &self.nodes[i];
+            let v = under.or((n.left < 0).then_some(n.value));
+            values[i] = v.unwrap_or(0.0);
+            let (l, r) = self.kids[i];
+            if l >= 0 {
+                stack.push((l as usize, v));
+                stack.push((r as usize, v));
+            }
+        }
+        let rules = rules
+            .into_iter()
+            .filter(|r| self.nodes[r.node as usize].left >= 0)
+            .collect();
+        ClassEnd { rules, values }
     }
 
     fn push_leaf(&mut self, sum: GradSum, p: &Params, split: &SplitParams) -> u32 {
         self.nodes.push(BinNode::leaf(leaf_output(sum, p, split)));
         self.sums.push(sum);
         self.gains.push(0.0);
+        self.kids.push((-1, -1));
         (self.nodes.len() - 1) as u32
     }
 
@@ -1172,6 +1294,18 @@ fn leaf_output(sum: GradSum, p: &Params, split: &SplitParams) -> f32 {
     (split.weight(sum) * f64::from(p.eta)) as f32
 }
 
+/// A split whose children's histograms are on their way: (left, right, whether the left one
+/// is built, the parent's histogram).
+type Pending = (u32, u32, bool, Vec<i64>);
+
+/// A round's trees, the shards' outputs of the last level they ran, and per class the splits
+/// chosen after it (which no worker has applied).
+struct Grown {
+    trees: Vec<GrownTree>,
+    outs: Vec<ObjectRef<LevelOut>>,
+    final_rules: Vec<Vec<SplitRule>>,
+}
+
 /// Grows one round's trees (one per class) level by level.
 #[allow(clippy::too_many_arguments)]
 fn grow_round(
@@ -1184,7 +1318,8 @@ fn grow_round(
     p: &Params,
     k: usize,
     allowed: &[Vec<bool>],
-) -> Result<Vec<GrownTree>, MlError> {
+) -> Result<Grown, MlError> {
+    let width = position_width(p.max_depth);
     let root_plan = LevelPlan {
         classes: (0..k)
             .map(|_| ClassPlan {
@@ -1193,6 +1328,7 @@ fn grow_round(
             })
             .collect(),
         threads: place.threads,
+        width,
     };
     let mut outs: Vec<ObjectRef<LevelOut>> = shards
         .iter()
@@ -1214,13 +1350,14 @@ fn grow_round(
         trees.push(GrownTree::new(hist::totals(&slot, bins).0, p, split));
         frontier.push(vec![(0, slot)]);
     }
+    let mut final_rules: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
     for depth in 0..p.max_depth {
         let mut plan = LevelPlan {
             classes: vec![ClassPlan::default(); k],
             threads: place.threads,
+            width,
         };
-        // Per class: (left, right, whether left is built, parent's histogram).
-        let mut pending: Vec<Vec<(u32, u32, bool, Vec<i64>)>> = vec![Vec::new(); k];
+        let mut pending: Vec<Vec<Pending>> = vec![Vec::new(); k];
         for c in 0..k {
             for (node, slot) in std::mem::take(&mut frontier[c]) {
                 let Some(s) = hist::best_split(&slot, cuts, split, &allowed[c]) else {
@@ -1239,6 +1376,7 @@ fn grow_round(
                     value: n.value,
                 };
                 t.gains[node as usize] = s.gain;
+                t.kids[node as usize] = (l as i32, r as i32);
                 plan.classes[c].splits.push(SplitRule {
                     node,
                     feature: s.feature as u32,
@@ -1254,6 +1392,7 @@ fn grow_round(
             }
         }
         if pending.iter().all(Vec::is_empty) || depth + 1 == p.max_depth {
+            final_rules = plan.classes.into_iter().map(|c| c.splits).collect();
             break;
         }
         outs = shards
@@ -1289,7 +1428,11 @@ fn grow_round(
             t.prune(0, p.gamma, p, split);
         }
     }
-    Ok(trees)
+    Ok(Grown {
+        trees,
+        outs,
+        final_rules,
+    })
 }
 
 /// The model's form of a grown tree: nodes still reachable, renumbered in growth order,

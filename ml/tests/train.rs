@@ -31,7 +31,7 @@ const COLS: [&str; 4] = ["x0", "x1", "x2", "x3"];
 /// `rows` rows of 4 features in [0, 1) (about 3% missing in x3) and a label from `f`.
 fn table(rows: usize, seed: u64, f: impl Fn(&[f32]) -> f32) -> Table {
     let mut rng = Rng(seed);
-    let mut cols = vec![Vec::with_capacity(rows); 5];
+    let mut cols: Vec<Vec<f32>> = (0..5).map(|_| Vec::with_capacity(rows)).collect();
     for _ in 0..rows {
         let mut x: Vec<f32> = (0..4).map(|_| rng.next()).collect();
         let y = f(&x) + 0.05 * (rng.next() - 0.5);

@@ -2,9 +2,10 @@
 //! Python's `xgboost.Booster(model_file=..)`, which must predict what `Model::predict_rows`
 //! predicts (within 1e-5), and the model XGBoost saves again must read back unchanged.
 //!
-//! The models are built by hand: trees of several depths, missing values sent both ways,
+//! The models are built by hand (trees of several depths, missing values sent both ways,
 //! thresholds that rows hit exactly, for `reg:squarederror`, `binary:logistic` (with a best
-//! iteration) and `multi:softprob`.
+//! iteration) and `multi:softprob`) and trained by `GbdtEstimator` on the in-process runtime
+//! (the same three objectives, on rows with missing values).
 //!
 //! Needs a Python that can import xgboost: the one named by `STARLING_XGBOOST_PYTHON`
 //! (`tests/setup_xgboost.sh` makes one), else `python3` if it can. Without one the test
@@ -17,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use starling_ml::{Model, Objective, Tree};
+use starling_ml::{
+    DataConnector, GbdtEstimator, Model, Objective, Params, ScalingConfig, Table, Tree,
+};
 
 /// The longest any Python run may take.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -260,6 +263,61 @@ fn models() -> Vec<(&'static str, Model)> {
     ]
 }
 
+/// Models trained by `GbdtEstimator` (2 workers, in-process) on 600 rows with missing values.
+fn trained_models() -> Vec<(&'static str, Model)> {
+    let rt = starling::Runtime::in_process(2).expect("runtime starts");
+    let _g = rt.enter();
+    let x = rows(600);
+    let mut cols: Vec<Vec<f32>> = (0..4)
+        .map(|c| x.chunks(4).map(|r| r[c]).collect())
+        .collect();
+    let value =
+        |r: &[f32]| r[0].max(0.0) * 2.0 - r[1].min(1.0) + if r[2].is_nan() { 1.0 } else { 0.0 };
+    let fit = |label: Vec<f32>, pairs: &[(&str, &str)]| {
+        let mut data = cols.clone();
+        data.push(label);
+        let table = Table {
+            columns: ["a", "b", "c", "d", "y"].map(String::from).to_vec(),
+            data,
+        };
+        GbdtEstimator::new(8)
+            .params(Params::from_pairs(pairs).expect("params"))
+            .scaling_config(ScalingConfig {
+                num_workers: 2,
+                num_cpu_per_worker: 1,
+            })
+            .fit(&DataConnector::table(table), &["a", "b", "c", "d"], "y")
+            .expect("fit")
+    };
+    let v: Vec<f32> = x.chunks(4).map(value).collect();
+    let squared = fit(v.clone(), &[("max_depth", "4")]);
+    let logistic = fit(
+        v.iter().map(|y| f32::from(*y > 1.0)).collect(),
+        &[
+            ("objective", "binary:logistic"),
+            ("max_depth", "3"),
+            ("gamma", "0.1"),
+        ],
+    );
+    let softprob = fit(
+        v.iter()
+            .map(|y| (y.max(0.0) * 1.5).floor().min(2.0))
+            .collect(),
+        &[
+            ("objective", "multi:softprob"),
+            ("num_class", "3"),
+            ("max_depth", "3"),
+        ],
+    );
+    cols.clear();
+    assert!(squared.trees.iter().any(|t| t.len() > 7), "trees grew");
+    vec![
+        ("trained-squarederror", squared),
+        ("trained-logistic", logistic),
+        ("trained-softprob", softprob),
+    ]
+}
+
 /// Rows of 4 features: quarters (which hit thresholds exactly), arbitrary values, ~20%
 /// missing, and one row with every value missing.
 fn rows(n: usize) -> Vec<f32> {
@@ -320,7 +378,7 @@ fn xgboost_loads_our_models_and_predicts_the_same() {
     let rows_path = scratch.path("rows.csv");
     write_rows(&rows_path, &rows);
 
-    for (name, model) in models() {
+    for (name, model) in models().into_iter().chain(trained_models()) {
         let model_path = scratch.path(&format!("{name}.json"));
         model.save_json(&model_path).expect("save");
         let out_path = scratch.path(&format!("{name}.pred.csv"));
