@@ -226,7 +226,10 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         server,
         RequireToken::new(&token, config.token_hint),
     );
-    let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+    let mut builder = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .initial_stream_window_size(starling_proto::security::STREAM_WINDOW)
+        .initial_connection_window_size(starling_proto::security::CONNECTION_WINDOW);
     if let Some(tls) = &config.tls {
         builder = builder
             .tls_config(tls.config())
@@ -235,7 +238,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     let join = tokio::spawn(async move {
         let _ = builder
             .add_service(server)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(nodelay(listener), async {
                 let _ = rx.await;
             })
             .await;
@@ -246,5 +249,20 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         shutdown: Some(tx),
         join: Some(join),
         service,
+    })
+}
+
+/// Accepted connections with Nagle's algorithm off (`Server::tcp_nodelay` only reaches the
+/// listeners the server opens itself): without it a reply that follows a small write waits for
+/// the peer's delayed ACK, some 40 ms, and every value of 30-100 KiB paid it.
+fn nodelay(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    TcpListenerStream::new(listener).map(|conn| {
+        if let Ok(c) = &conn {
+            let _ = c.set_nodelay(true);
+        }
+        conn
     })
 }

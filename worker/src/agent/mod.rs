@@ -355,8 +355,11 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
     let server_log = log.clone();
     tokio::spawn(async move {
         let served = Server::builder()
+            .tcp_nodelay(true)
+            .initial_stream_window_size(starling_proto::security::STREAM_WINDOW)
+            .initial_connection_window_size(starling_proto::security::CONNECTION_WINDOW)
             .add_service(service)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(nodelay(listener), async {
                 let _ = object_stopped.await;
             })
             .await;
@@ -927,4 +930,19 @@ mod tests {
         let specific: SocketAddr = "127.0.0.1:5".parse().unwrap();
         assert_eq!(advertised(specific, "http://x:1").await, specific);
     }
+}
+
+/// Accepted connections with Nagle's algorithm off (`Server::tcp_nodelay` only reaches the
+/// listeners the server opens itself): without it a reply that follows a small write waits for
+/// the peer's delayed ACK, some 40 ms, and every value of 30-100 KiB paid it.
+fn nodelay(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    TcpListenerStream::new(listener).map(|conn| {
+        if let Ok(c) = &conn {
+            let _ = c.set_nodelay(true);
+        }
+        conn
+    })
 }
