@@ -45,11 +45,17 @@ pub fn scale_for(bound: f64) -> i32 {
     (30 - mag).clamp(-60, 60)
 }
 
-/// Rounds a value to fixed point (saturating at `2^30`).
+/// Rounds a value to fixed point (saturating at `2^30`); `factor` is `2^scale`
+/// ([`factor`]).
 #[inline]
-pub fn quantize(x: f32, scale: i32) -> i32 {
-    let v = (f64::from(x) * f64::from(scale).exp2()).round();
+pub fn quantize(x: f32, factor: f64) -> i32 {
+    let v = (f64::from(x) * factor).round();
     v.clamp(-(2f64.powi(30)), 2f64.powi(30)) as i32
+}
+
+/// `2^scale`, the multiplier [`quantize`] takes.
+pub fn factor(scale: i32) -> f64 {
+    f64::from(scale).exp2()
 }
 
 /// Histograms of several nodes over one binning.
@@ -122,12 +128,13 @@ impl Hist {
                 continue;
             }
             let slot = &mut self.data[s * st..(s + 1) * st];
+            let (cells, _) = slot[..2 * nb].as_chunks_mut::<2>();
             let row = &bins[i * n_features..(i + 1) * n_features];
-            for (f, &b) in row.iter().enumerate() {
+            for (&b, &off) in row.iter().zip(offsets) {
                 if b != MISSING {
-                    let k = 2 * (offsets[f] + b as usize);
-                    slot[k] += gs.g;
-                    slot[k + 1] += gs.h;
+                    let cell = &mut cells[off + b as usize];
+                    cell[0] += gs.g;
+                    cell[1] += gs.h;
                 }
             }
             slot[2 * nb] += gs.g;
@@ -168,7 +175,8 @@ pub struct SplitParams {
 
 impl SplitParams {
     fn real(&self, x: i64) -> f64 {
-        x as f64 * (-self.scale as f64).exp2()
+        // Exact: a power of two.
+        x as f64 * f64::from(-self.scale).exp2()
     }
 
     fn threshold_l1(&self, g: f64) -> f64 {
@@ -408,7 +416,12 @@ mod tests {
     fn sums_are_exact_in_any_order_and_siblings_come_from_subtraction() {
         let scale = scale_for(1.0);
         let g: Vec<i64> = (0..1000)
-            .map(|i| i64::from(quantize(((i * 7919) % 1000) as f32 / 999.0 - 0.5, scale)))
+            .map(|i| {
+                i64::from(quantize(
+                    ((i * 7919) % 1000) as f32 / 999.0 - 0.5,
+                    factor(scale),
+                ))
+            })
             .collect();
         let codes: Vec<u8> = (0..1000).map(|i| (i % 3) as u8).collect();
         let whole = {

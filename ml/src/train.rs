@@ -25,6 +25,7 @@ use starling::{Bytes, ObjectRef};
 use crate::data::{DataConnector, Frame};
 use crate::hist::{self, GradSum, Hist, SplitParams};
 use crate::params::{Params, ScalingConfig};
+use crate::scratch;
 use crate::sketch::{Cuts, Summary};
 use crate::{MlError, Model, Objective, Tree};
 
@@ -212,8 +213,12 @@ pub struct ClassPlan {
 pub struct LevelPlan {
     classes: Vec<ClassPlan>,
     threads: u32,
-    /// Bytes per row position in the output.
-    width: u8,
+    /// Which fit, round and level (depth of the nodes whose histograms are built).
+    fit: u64,
+    round: u32,
+    depth: u32,
+    /// Per class, the splits of the round's earlier levels (to recompute positions).
+    applied: Vec<Vec<SplitRule>>,
 }
 
 /// A histogram as it travels (one block of little-endian i64s).
@@ -239,47 +244,27 @@ impl HistMsg {
     }
 }
 
-/// A shard after a level: where each row is (`rows x classes` node ids, `width` bytes each:
-/// one for trees of depth up to 7) and the histograms.
-#[derive(Clone, Serialize, Deserialize)]
-pub struct LevelOut {
-    width: u8,
-    positions: Bytes,
-    hist: HistMsg,
-}
-
-impl LevelOut {
-    fn new(positions: &[u32], width: u8, hist: &Hist) -> Self {
-        let mut out = Vec::with_capacity(positions.len() * width as usize);
-        for p in positions {
-            out.extend_from_slice(&p.to_le_bytes()[..width as usize]);
+/// Positions recomputed: every row walked from the root through `applied` (per class).
+fn positions_from(shard: &ShardData, applied: &[Vec<SplitRule>], positions: &mut [u32]) {
+    let k = applied.len();
+    let nf = shard.n_features as usize;
+    positions.fill(0);
+    for (c, rules) in applied.iter().enumerate() {
+        if rules.is_empty() {
+            continue;
         }
-        LevelOut {
-            width,
-            positions: Bytes::new(out),
-            hist: HistMsg::from_hist(hist),
+        let table = rule_table(rules);
+        for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
+            let mut p = 0u32;
+            loop {
+                let q = route(&table, p, row);
+                if q == p {
+                    break;
+                }
+                p = q;
+            }
+            positions[i * k + c] = p;
         }
-    }
-
-    fn positions(&self) -> Vec<u32> {
-        match self.width {
-            1 => self.positions.iter().map(|b| u32::from(*b)).collect(),
-            2 => self
-                .positions
-                .chunks_exact(2)
-                .map(|c| u32::from(u16::from_le_bytes([c[0], c[1]])))
-                .collect(),
-            _ => u32s(&self.positions),
-        }
-    }
-}
-
-/// Bytes per row position for trees of `max_depth` (node ids below `2^(max_depth+1)`).
-fn position_width(max_depth: usize) -> u8 {
-    match max_depth {
-        0..=7 => 1,
-        8..=15 => 2,
-        _ => 4,
     }
 }
 
@@ -399,6 +384,7 @@ fn margins_for(shard: &ShardData, margins: Vec<f32>, ctx: &RoundCtx) -> Margins 
     let labels = f32s(&shard.labels);
     let mut grads = vec![0i32; n * k * 2];
     let mut gh = vec![(0f32, 0f32); k];
+    let factor = hist::factor(ctx.scale);
     for i in 0..n {
         if ctx.subsample < 1.0
             && draw(ctx.seed, ctx.round, shard.row_offset + i as u64) >= ctx.subsample
@@ -414,8 +400,8 @@ fn margins_for(shard: &ShardData, margins: Vec<f32>, ctx: &RoundCtx) -> Margins 
         for (c, (g, h)) in gh.iter().enumerate() {
             let g = g.clamp(-ctx.grad_bound, ctx.grad_bound);
             let h = h.min(ctx.grad_bound);
-            grads[2 * (i * k + c)] = hist::quantize(g, ctx.scale);
-            grads[2 * (i * k + c) + 1] = hist::quantize(h, ctx.scale);
+            grads[2 * (i * k + c)] = hist::quantize(g, factor);
+            grads[2 * (i * k + c) + 1] = hist::quantize(h, factor);
         }
     }
     Margins {
@@ -448,6 +434,12 @@ fn add_trees(shard: &ShardData, margins: &mut [f32], trees: &[Vec<BinNode>]) {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RoundEnd {
     classes: Vec<ClassEnd>,
+    fit: u64,
+    round: u32,
+    /// The last level the workers ran.
+    depth: u32,
+    /// Per class, the splits the workers applied.
+    applied: Vec<Vec<SplitRule>>,
 }
 
 /// One class's part of a [`RoundEnd`].
@@ -491,14 +483,24 @@ fn route(table: &[Option<SplitRule>], p: u32, row: &[u8]) -> u32 {
 fn ml_next_margins(
     shard: ShardData,
     prev: Margins,
-    last: LevelOut,
     end: RoundEnd,
+    rank: u32,
     ctx: RoundCtx,
 ) -> Margins {
     let k = end.classes.len();
     let nf = shard.n_features as usize;
     let mut margins = f32s(&prev.margins);
-    let positions = last.positions();
+    let len = shard.n_rows as usize * k;
+    let mut file = scratch::Positions::open(end.fit, rank, len).ok();
+    let mut own = Vec::new();
+    let positions: &[u32] = match &mut file {
+        Some(f) if f.stamp() == Some((end.round, end.depth)) => f.as_mut_slice(),
+        _ => {
+            own.resize(len, 0);
+            positions_from(&shard, &end.applied, &mut own);
+            &own
+        }
+    };
     for (c, ce) in end.classes.iter().enumerate() {
         let table = rule_table(&ce.rules);
         for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
@@ -514,10 +516,10 @@ fn ml_next_margins(
 fn level(
     shard: &ShardData,
     margins: &Margins,
-    mut positions: Vec<u32>,
+    positions: &mut [u32],
     plan: &LevelPlan,
     cuts: &Cuts,
-) -> LevelOut {
+) -> Hist {
     let k = plan.classes.len();
     let n = shard.n_rows as usize;
     let nf = shard.n_features as usize;
@@ -569,8 +571,8 @@ fn level(
         }
         h
     };
-    let hist = if threads <= 1 {
-        build(0, &mut positions)
+    if threads <= 1 {
+        build(0, positions)
     } else {
         std::thread::scope(|s| {
             let parts: Vec<_> = positions
@@ -590,38 +592,40 @@ fn level(
             }
             total
         })
+    }
+}
+
+#[starling::remote]
+fn ml_level(shard: ShardData, margins: Margins, plan: LevelPlan, rank: u32, cuts: Cuts) -> HistMsg {
+    let len = shard.n_rows as usize * plan.classes.len();
+    let before = plan.depth.checked_sub(1).map(|d| (plan.round, d));
+    let hist = match scratch::Positions::open(plan.fit, rank, len) {
+        Ok(mut file) => {
+            let valid = before.is_some() && file.stamp() == before;
+            file.set_stamp(None);
+            let positions = file.as_mut_slice();
+            if before.is_none() {
+                positions.fill(0);
+            } else if !valid {
+                positions_from(&shard, &plan.applied, positions);
+            }
+            let hist = level(&shard, &margins, positions, &plan, &cuts);
+            file.set_stamp(Some((plan.round, plan.depth)));
+            hist
+        }
+        Err(_) => {
+            // No scratch space: positions from the splits, kept in memory for this task only.
+            let mut positions = vec![0u32; len];
+            positions_from(&shard, &plan.applied, &mut positions);
+            level(&shard, &margins, &mut positions, &plan, &cuts)
+        }
     };
-    LevelOut::new(&positions, plan.width, &hist)
+    HistMsg::from_hist(&hist)
 }
 
 #[starling::remote]
-fn ml_root_level(shard: ShardData, margins: Margins, plan: LevelPlan, cuts: Cuts) -> LevelOut {
-    let k = plan.classes.len();
-    let positions = vec![0u32; shard.n_rows as usize * k];
-    level(&shard, &margins, positions, &plan, &cuts)
-}
-
-#[starling::remote]
-fn ml_grow_level(
-    shard: ShardData,
-    margins: Margins,
-    prev: LevelOut,
-    plan: LevelPlan,
-    cuts: Cuts,
-) -> LevelOut {
-    level(&shard, &margins, prev.positions(), &plan, &cuts)
-}
-
-#[starling::remote]
-fn ml_hist_of(a: LevelOut) -> HistMsg {
-    a.hist
-}
-
-#[starling::remote]
-fn ml_sum_outs(a: LevelOut, b: LevelOut) -> HistMsg {
-    let mut h = a.hist.to_hist();
-    h.add(&b.hist.to_hist());
-    HistMsg::from_hist(&h)
+fn ml_forget(fit: u64, rank: u32) {
+    scratch::remove(fit, rank);
 }
 
 #[starling::remote]
@@ -968,9 +972,18 @@ impl GbdtEstimator {
             best_iteration: None,
         };
         let mut margins: Vec<ObjectRef<Margins>> = Vec::new();
-        let mut last_outs: Vec<ObjectRef<LevelOut>> = Vec::new();
+        let fit = fit_id();
+        let _scratch = ScratchGuard {
+            place: &place,
+            fit,
+            world,
+        };
         let mut end = RoundEnd {
             classes: Vec::new(),
+            fit,
+            round: 0,
+            depth: 0,
+            applied: Vec::new(),
         };
         let mut history = Vec::new();
         let mut best: Option<(usize, f64)> = None;
@@ -998,14 +1011,13 @@ impl GbdtEstimator {
                 shards
                     .iter()
                     .zip(&margins)
-                    .zip(&last_outs)
                     .enumerate()
-                    .map(|(r, ((s, m), o))| {
+                    .map(|(r, (s, m))| {
                         place.on(r, ml_next_margins::options()).remote(
                             s,
                             m,
-                            o,
                             end.clone(),
+                            r as u32,
                             ctx.clone(),
                         )
                     })
@@ -1015,7 +1027,16 @@ impl GbdtEstimator {
                 .map(|c| feature_sample(p, cols.len(), round, c))
                 .collect();
             let grown = grow_round(
-                &place, &shards, &margins, &cuts, &cuts_ref, &split, p, k, &allowed,
+                &place,
+                &shards,
+                &margins,
+                &cuts,
+                &cuts_ref,
+                &split,
+                p,
+                k,
+                &allowed,
+                (fit, round as u32),
             )?;
             for (c, t) in grown.trees.iter().enumerate() {
                 model.trees.push(to_tree(t, &cuts, &split));
@@ -1028,8 +1049,11 @@ impl GbdtEstimator {
                     .zip(grown.final_rules)
                     .map(|(t, rules)| t.end(rules))
                     .collect(),
+                fit,
+                round: round as u32,
+                depth: grown.depth,
+                applied: grown.applied,
             };
-            last_outs = grown.outs;
             let last: Vec<Vec<BinNode>> = grown.trees.into_iter().map(|t| t.nodes).collect();
 
             if let Some((eshards, states)) = &mut eval {
@@ -1085,6 +1109,39 @@ impl GbdtEstimator {
             seconds: began.elapsed().as_secs_f64(),
         })
     }
+}
+
+/// Removes the shards' scratch files when the fit ends, however it ends (best effort).
+struct ScratchGuard<'a> {
+    place: &'a Placement,
+    fit: u64,
+    world: usize,
+}
+
+impl Drop for ScratchGuard<'_> {
+    fn drop(&mut self) {
+        let done: Vec<ObjectRef<()>> = (0..self.world)
+            .map(|r| {
+                self.place
+                    .on(r, ml_forget::options())
+                    .remote(self.fit, r as u32)
+            })
+            .collect();
+        let _ = starling::get_all_timeout(&done, std::time::Duration::from_secs(10));
+    }
+}
+
+/// A number no other fit in this cluster is likely to share (it names the shards' scratch).
+fn fit_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 fn metric_name(objective: Objective) -> &'static str {
@@ -1171,10 +1228,8 @@ pinned!(
     __starling_options_ml_bin,
     __starling_options_ml_first_margins,
     __starling_options_ml_next_margins,
-    __starling_options_ml_root_level,
-    __starling_options_ml_grow_level,
-    __starling_options_ml_hist_of,
-    __starling_options_ml_sum_outs,
+    __starling_options_ml_level,
+    __starling_options_ml_forget,
     __starling_options_ml_sum_hists,
     __starling_options_ml_eval_first,
     __starling_options_ml_eval_next,
@@ -1182,31 +1237,10 @@ pinned!(
     __starling_options_ml_predict
 );
 
-/// Sums the shards' histograms by a tree of tasks; only the total reaches the driver.
-///
-/// On one node, the first layer sums pairs of level outputs directly (reading them mapped);
-/// across nodes, each shard's histogram is first taken out on its own node, so the rows'
-/// positions never cross the network.
-fn reduce(place: &Placement, outs: &[ObjectRef<LevelOut>]) -> Result<Hist, MlError> {
-    let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = if place.nodes.len() > 1 {
-        outs.iter()
-            .enumerate()
-            .map(|(r, o)| (r, place.on(r, ml_hist_of::options()).remote(o)))
-            .collect()
-    } else {
-        outs.chunks(2)
-            .enumerate()
-            .map(|(i, pair)| {
-                let r = 2 * i;
-                let h = match pair {
-                    [a, b] => place.on(r, ml_sum_outs::options()).remote(a, b),
-                    [a] => place.on(r, ml_hist_of::options()).remote(a),
-                    _ => unreachable!("chunks(2) yields one or two"),
-                };
-                (r, h)
-            })
-            .collect()
-    };
+/// Sums the shards' histograms by a tree of tasks, each pair summed on the first one's node;
+/// only the total reaches the driver.
+fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlError> {
+    let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = outs.into_iter().enumerate().collect();
     while hists.len() > 1 {
         let mut next = Vec::with_capacity(hists.len().div_ceil(2));
         let mut it = hists.into_iter();
@@ -1298,11 +1332,12 @@ fn leaf_output(sum: GradSum, p: &Params, split: &SplitParams) -> f32 {
 /// is built, the parent's histogram).
 type Pending = (u32, u32, bool, Vec<i64>);
 
-/// A round's trees, the shards' outputs of the last level they ran, and per class the splits
-/// chosen after it (which no worker has applied).
+/// A round's trees, the depth of the last level the workers ran, the splits they applied, and
+/// per class the splits chosen after it (which no worker has applied).
 struct Grown {
     trees: Vec<GrownTree>,
-    outs: Vec<ObjectRef<LevelOut>>,
+    depth: u32,
+    applied: Vec<Vec<SplitRule>>,
     final_rules: Vec<Vec<SplitRule>>,
 }
 
@@ -1318,8 +1353,21 @@ fn grow_round(
     p: &Params,
     k: usize,
     allowed: &[Vec<bool>],
+    (fit, round): (u64, u32),
 ) -> Result<Grown, MlError> {
-    let width = position_width(p.max_depth);
+    let run_level = |plan: &LevelPlan| -> Result<Hist, MlError> {
+        let outs: Vec<ObjectRef<HistMsg>> = shards
+            .iter()
+            .zip(margins)
+            .enumerate()
+            .map(|(r, (s, m))| {
+                place
+                    .on(r, ml_level::options())
+                    .remote(s, m, plan.clone(), r as u32, cuts_ref)
+            })
+            .collect();
+        reduce(place, outs)
+    };
     let root_plan = LevelPlan {
         classes: (0..k)
             .map(|_| ClassPlan {
@@ -1328,19 +1376,14 @@ fn grow_round(
             })
             .collect(),
         threads: place.threads,
-        width,
+        fit,
+        round,
+        depth: 0,
+        applied: vec![Vec::new(); k],
     };
-    let mut outs: Vec<ObjectRef<LevelOut>> = shards
-        .iter()
-        .zip(margins)
-        .enumerate()
-        .map(|(r, (s, m))| {
-            place
-                .on(r, ml_root_level::options())
-                .remote(s, m, root_plan.clone(), cuts_ref)
-        })
-        .collect();
-    let hist = reduce(place, &outs)?;
+    let hist = run_level(&root_plan)?;
+    let mut applied: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
+    let mut ran_depth = 0u32;
     let bins = hist.bins;
     let mut trees: Vec<GrownTree> = Vec::with_capacity(k);
     // Per class: the nodes still growing, with their histograms.
@@ -1355,7 +1398,10 @@ fn grow_round(
         let mut plan = LevelPlan {
             classes: vec![ClassPlan::default(); k],
             threads: place.threads,
-            width,
+            fit,
+            round,
+            depth: depth as u32 + 1,
+            applied: applied.clone(),
         };
         let mut pending: Vec<Vec<Pending>> = vec![Vec::new(); k];
         for c in 0..k {
@@ -1395,18 +1441,11 @@ fn grow_round(
             final_rules = plan.classes.into_iter().map(|c| c.splits).collect();
             break;
         }
-        outs = shards
-            .iter()
-            .zip(margins)
-            .zip(&outs)
-            .enumerate()
-            .map(|(r, ((s, m), o))| {
-                place
-                    .on(r, ml_grow_level::options())
-                    .remote(s, m, o, plan.clone(), cuts_ref)
-            })
-            .collect();
-        let hist = reduce(place, &outs)?;
+        let hist = run_level(&plan)?;
+        ran_depth = plan.depth;
+        for (a, cp) in applied.iter_mut().zip(&plan.classes) {
+            a.extend_from_slice(&cp.splits);
+        }
         let mut slot = 0usize;
         for c in 0..k {
             for (l, r, left_built, parent) in std::mem::take(&mut pending[c]) {
@@ -1430,7 +1469,8 @@ fn grow_round(
     }
     Ok(Grown {
         trees,
-        outs,
+        depth: ran_depth,
+        applied,
         final_rules,
     })
 }

@@ -1,0 +1,132 @@
+//! Node-local scratch: where each row of a shard is in the tree being grown, kept between the
+//! level tasks of that shard in a memory-mapped file on the node.
+//!
+//! Any worker process on the node continues where the previous level left off, updating the
+//! positions in place: nothing is copied, nothing goes through the object store. The file's
+//! stamp says which round and level the positions are after; a task that finds another stamp
+//! (or no file: its task ran on another node, or the node restarted) recomputes them from the
+//! round's splits, so the scratch changes the speed of a fit, never its result.
+//!
+//! Files live in `$STARLING_ML_SCRATCH`, else `/dev/shm`, else the temporary directory, named
+//! `starling-ml-<fit>-<rank>.pos`; the driver removes them when the fit ends.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::path::PathBuf;
+
+use memmap2::MmapMut;
+
+/// Bytes before the positions: magic, round, depth, rows.
+const HEADER: usize = 16;
+const MAGIC: u32 = 0x5354_4d4c; // "STML"
+
+/// The directory scratch files go in.
+fn dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("STARLING_ML_SCRATCH") {
+        return PathBuf::from(d);
+    }
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() {
+        shm
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+fn path(fit: u64, rank: u32) -> PathBuf {
+    dir().join(format!("starling-ml-{fit:016x}-{rank}.pos"))
+}
+
+/// One shard's positions file, mapped.
+pub struct Positions {
+    map: MmapMut,
+    len: usize,
+}
+
+impl Positions {
+    /// Opens (creating it if needed) the positions file of shard `rank` of `fit`, sized for
+    /// `len` positions. A new or resized file has no valid stamp.
+    pub fn open(fit: u64, rank: u32, len: usize) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path(fit, rank))?;
+        let size = (HEADER + 4 * len) as u64;
+        if file.metadata()?.len() != size {
+            file.set_len(0)?;
+            file.set_len(size)?;
+        }
+        // SAFETY: the file is this fit's own scratch, written only by the tasks of one shard,
+        // which the driver runs one at a time; nothing else truncates it while it is mapped.
+        let map = unsafe { MmapMut::map_mut(&file)? };
+        Ok(Positions { map, len })
+    }
+
+    fn word(&self, i: usize) -> u32 {
+        u32::from_le_bytes([
+            self.map[4 * i],
+            self.map[4 * i + 1],
+            self.map[4 * i + 2],
+            self.map[4 * i + 3],
+        ])
+    }
+
+    /// The `(round, depth)` the positions are after, if the file holds a complete set.
+    pub fn stamp(&self) -> Option<(u32, u32)> {
+        (self.word(0) == MAGIC && self.word(3) as usize == self.len)
+            .then(|| (self.word(1), self.word(2)))
+    }
+
+    /// Marks the positions as being after `(round, depth)` (call once they are all written).
+    pub fn set_stamp(&mut self, at: Option<(u32, u32)>) {
+        let (magic, (round, depth)) = match at {
+            Some(at) => (MAGIC, at),
+            None => (0, (0, 0)),
+        };
+        for (i, w) in [magic, round, depth, self.len as u32]
+            .into_iter()
+            .enumerate()
+        {
+            self.map[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+    }
+
+    /// The positions, to read and update in place.
+    pub fn as_mut_slice(&mut self) -> &mut [u32] {
+        let bytes = &mut self.map[HEADER..HEADER + 4 * self.len];
+        // SAFETY: a mapping starts on a page boundary and HEADER is a multiple of 4, so the
+        // bytes are aligned for u32; every bit pattern is a valid u32; the length is exact.
+        unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u32>(), self.len) }
+    }
+}
+
+/// Removes the positions file of shard `rank` of `fit` (if any).
+pub fn remove(fit: u64, rank: u32) {
+    let _ = std::fs::remove_file(path(fit, rank));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_persist_between_openings_with_their_stamp() {
+        let fit = 0x7e57_0000_0000_0001 ^ u64::from(std::process::id());
+        let mut p = Positions::open(fit, 3, 5).unwrap();
+        assert_eq!(p.stamp(), None, "a new file has no stamp");
+        p.as_mut_slice().copy_from_slice(&[1, 2, 3, 4, 5]);
+        p.set_stamp(Some((7, 2)));
+        drop(p);
+        let mut q = Positions::open(fit, 3, 5).unwrap();
+        assert_eq!(q.stamp(), Some((7, 2)));
+        assert_eq!(q.as_mut_slice(), &[1, 2, 3, 4, 5]);
+        drop(q);
+        // Another size: the old contents do not count.
+        let r = Positions::open(fit, 3, 6).unwrap();
+        assert_eq!(r.stamp(), None);
+        remove(fit, 3);
+        assert!(!path(fit, 3).exists());
+    }
+}
