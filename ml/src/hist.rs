@@ -49,8 +49,9 @@ pub fn scale_for(bound: f64) -> i32 {
 /// ([`factor`]).
 #[inline]
 pub fn quantize(x: f32, factor: f64) -> i32 {
-    let v = (f64::from(x) * factor).round();
-    v.clamp(-(2f64.powi(30)), 2f64.powi(30)) as i32
+    // Half away from zero, without a libm call; `as` saturates (and maps NaN to 0).
+    let v = f64::from(x) * factor;
+    (v + 0.5f64.copysign(v)).clamp(-(2f64.powi(30)), 2f64.powi(30)) as i32
 }
 
 /// `2^scale`, the multiplier [`quantize`] takes.

@@ -74,10 +74,10 @@ pub struct Cuts {
 
 impl Cuts {
     /// Merges the shards' summaries (`summaries[shard][feature]`) into at most `max_bin` bins
-    /// per feature (capped at [`MAX_BINS`]).
+    /// per feature (capped at [`MAX_BINS`]), choosing the cuts as XGBoost does.
     pub fn from_summaries(summaries: &[Vec<Summary>], max_bin: usize) -> Self {
         let n_features = summaries.first().map_or(0, Vec::len);
-        let bins = max_bin.clamp(1, MAX_BINS);
+        let max_bin = max_bin.max(2);
         let thresholds = (0..n_features)
             .map(|f| {
                 let mut all: Vec<(f32, u64)> = summaries
@@ -92,7 +92,7 @@ impl Cuts {
                         _ => merged.push((x, w)),
                     }
                 }
-                thresholds_of(&merged, bins)
+                thresholds_of(&merged, max_bin)
             })
             .collect();
         Cuts { thresholds }
@@ -142,24 +142,69 @@ impl Cuts {
 }
 
 /// Thresholds for one feature from its merged weighted points.
-fn thresholds_of(points: &[(f32, u64)], bins: usize) -> Vec<f32> {
-    if points.len() <= bins {
-        // Few distinct values: each gets its own bin.
-        return points.iter().skip(1).map(|p| p.0).collect();
-    }
-    let total: u64 = points.iter().map(|p| p.1).sum();
-    let mut out: Vec<f32> = Vec::with_capacity(bins - 1);
-    let mut cum = 0u64;
-    let mut next = 1usize;
-    for (i, (x, w)) in points.iter().enumerate() {
-        // The threshold is the first value past each boundary rank: rows below it fall left.
-        while next < bins && (cum as u128) * (bins as u128) >= (next as u128) * (total as u128) {
-            if i > 0 && out.last().is_none_or(|l| *l < *x) {
-                out.push(*x);
-            }
-            next += 1;
+fn thresholds_of(points: &[(f32, u64)], max_bin: usize) -> Vec<f32> {
+    // XGBoost's choice: prune the weighted summary to `max_bin + 1` entries at evenly spaced
+    // ranks (`WQSummary::SetPrune`), then cut at entries `1..max_bin`. Bins are bytes with one
+    // code for missing values, so at most `MAX_BINS - 1` of those cuts are kept (the highest
+    // goes when `max_bin` is 256).
+    let pruned = prune(points, max_bin + 1);
+    let mut out: Vec<f32> = Vec::with_capacity(max_bin);
+    for p in pruned.iter().take(max_bin).skip(1) {
+        if out.len() + 1 >= MAX_BINS {
+            break;
         }
-        cum += w;
+        if out.last().is_none_or(|l| *l < p.0) {
+            out.push(p.0);
+        }
+    }
+    out
+}
+
+/// At most `maxsize` of `points` (sorted, distinct values with weights), chosen at evenly
+/// spaced ranks the way XGBoost's weighted quantile summary prunes: each entry spans the ranks
+/// `rmin..rmax` of its rows, and for each target rank the entry whose span is nearest wins.
+fn prune(points: &[(f32, u64)], maxsize: usize) -> Vec<(f32, u64)> {
+    if points.len() <= maxsize || maxsize < 2 {
+        return points.to_vec();
+    }
+    // rmin, rmax of each entry (rows strictly before it; rows up to and including it).
+    let mut rmin = Vec::with_capacity(points.len());
+    let mut rmax = Vec::with_capacity(points.len());
+    let mut cum = 0f64;
+    for (_, w) in points {
+        rmin.push(cum);
+        cum += *w as f64;
+        rmax.push(cum);
+    }
+    let last = points.len() - 1;
+    let begin = rmax[0];
+    let range = rmin[last] - rmax[0];
+    let n = (maxsize - 1) as f64;
+    let mut out = vec![points[0]];
+    let (mut i, mut lastidx) = (1usize, 0usize);
+    for k in 1..maxsize - 1 {
+        let dx2 = 2.0 * ((k as f64 * range) / n + begin);
+        while i < last && dx2 >= rmax[i + 1] + rmin[i + 1] {
+            i += 1;
+        }
+        if i == last {
+            break;
+        }
+        // RMinNext(i) + RMaxPrev(i + 1).
+        let w_i = points[i].1 as f64;
+        let w_next = points[i + 1].1 as f64;
+        if dx2 < (rmin[i] + w_i) + (rmax[i + 1] - w_next) {
+            if i != lastidx {
+                out.push(points[i]);
+                lastidx = i;
+            }
+        } else if i + 1 != lastidx {
+            out.push(points[i + 1]);
+            lastidx = i + 1;
+        }
+    }
+    if lastidx != last {
+        out.push(points[last]);
     }
     out
 }

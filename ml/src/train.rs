@@ -368,11 +368,17 @@ fn gradients(objective: Objective, margins: &[f32], label: f32, out: &mut [(f32,
             out[0] = (p - label, (p * (1.0 - p)).max(1e-16));
         }
         Objective::MultiSoftprob { .. } => {
-            let mut p = margins.to_vec();
-            crate::model::softmax(&mut p);
-            for (k, pk) in p.iter().enumerate() {
+            // Softmax into `out`'s first halves, then the gradients in place.
+            let max = margins.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f32;
+            for (o, m) in out.iter_mut().zip(margins) {
+                o.0 = (m - max).exp();
+                sum += o.0;
+            }
+            for (k, o) in out.iter_mut().enumerate() {
+                let pk = o.0 / sum;
                 let y = if label as usize == k { 1.0 } else { 0.0 };
-                out[k] = (pk - y, (2.0 * pk * (1.0 - pk)).max(1e-16));
+                *o = (pk - y, (2.0 * pk * (1.0 - pk)).max(1e-16));
             }
         }
     }
