@@ -429,3 +429,121 @@ fn xgboost_loads_our_models_and_predicts_the_same() {
         ));
     }
 }
+
+/// Trains the same data with the same parameters in XGBoost and in `GbdtEstimator` and
+/// compares the predictions: with the same bins (both choose them the same way) and the same
+/// split search, the trees are the same, so predictions agree to float rounding.
+#[test]
+fn training_on_the_same_data_gives_xgboost_s_predictions() {
+    let scratch = Scratch::new();
+    let Some((python, version)) = find_python(&scratch) else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/xgb_train.py");
+    // 500 rows of 4 features: quarters (ties), arbitrary values; no missing values.
+    let mut rng = Rng(0xC0FF_EE00_0000_0007);
+    let n = 500;
+    let x: Vec<f32> = (0..n * 4)
+        .map(|_| {
+            if rng.below(3) == 0 {
+                rng.quarter()
+            } else {
+                rng.unit() * 2.5
+            }
+        })
+        .collect();
+    let value =
+        |r: &[f32]| 2.0 * r[0] - r[1] * r[1] + if r[2] > 1.0 { 1.5 } else { 0.0 } + 0.3 * r[3];
+    let v: Vec<f32> = x.chunks(4).map(value).collect();
+    let cases: Vec<(&str, Vec<f32>, Vec<(&str, &str)>)> = vec![
+        ("reg:squarederror", v.clone(), vec![("max_depth", "4")]),
+        (
+            "binary:logistic",
+            v.iter().map(|y| f32::from(*y > 1.0)).collect(),
+            vec![("max_depth", "3"), ("eta", "0.5"), ("lambda", "2")],
+        ),
+        (
+            "multi:softprob",
+            v.iter()
+                .map(|y| (y.max(0.0) * 0.8).floor().min(2.0))
+                .collect(),
+            vec![
+                ("num_class", "3"),
+                ("max_depth", "3"),
+                ("base_score", "0.5"),
+            ],
+        ),
+    ];
+    let rows_path = scratch.path("rows.csv");
+    write_rows(&rows_path, &x);
+    let rt = starling::Runtime::in_process(2).expect("runtime starts");
+    let _g = rt.enter();
+    for (objective, labels, params) in cases {
+        let train_path = scratch.path("train.csv");
+        let mut text = String::from("a,b,c,d,y\n");
+        for (r, y) in x.chunks(4).zip(&labels) {
+            text.push_str(&format!("{},{},{},{},{y}\n", r[0], r[1], r[2], r[3]));
+        }
+        std::fs::write(&train_path, text).expect("write training data");
+        let mut pairs = vec![("objective", objective)];
+        pairs.extend(params.iter().copied());
+        let json = format!(
+            "{{{}}}",
+            pairs
+                .iter()
+                .map(|(k, v)| match v.parse::<f64>() {
+                    Ok(_) => format!("\"{k}\": {v}"),
+                    Err(_) => format!("\"{k}\": \"{v}\""),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let params_path = scratch.path("params.json");
+        std::fs::write(&params_path, json).expect("write params");
+        let out_path = scratch.path("xgb.pred.csv");
+        let args: Vec<String> = [&script, &train_path, &params_path]
+            .iter()
+            .map(|p| p.display().to_string())
+            .chain(["10".to_string()])
+            .chain(
+                [&rows_path, &out_path]
+                    .iter()
+                    .map(|p| p.display().to_string()),
+            )
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ran = run(&scratch, &python, &args).unwrap_or_else(|e| panic!("{objective}: {e}"));
+        assert!(
+            ran.success,
+            "{objective}: XGBoost failed:\n{}{}",
+            ran.stdout, ran.stderr
+        );
+        let theirs = read_predictions(&out_path);
+
+        let model = GbdtEstimator::new(10)
+            .params(Params::from_pairs(&pairs).expect("params"))
+            .scaling_config(ScalingConfig {
+                num_workers: 2,
+                num_cpu_per_worker: 1,
+            })
+            .fit(
+                &DataConnector::csv(train_path.to_str().expect("utf-8")).expect("connector"),
+                &["a", "b", "c", "d"],
+                "y",
+            )
+            .expect("fit");
+        let ours = model.predict_rows(&x).expect("predict");
+        let groups = model.objective.groups();
+        let mut worst = 0f64;
+        for (i, (t, o)) in theirs.iter().zip(ours.chunks(groups)).enumerate() {
+            for (a, b) in t.iter().zip(o) {
+                let d = (a - f64::from(*b)).abs();
+                worst = worst.max(d);
+                assert!(d <= 1e-4, "{objective} row {i}: XGBoost {t:?}, ours {o:?}");
+            }
+        }
+        note(&format!(
+            "{objective}: trained like xgboost {version}: {n} predictions agree, largest difference {worst:e}"
+        ));
+    }
+}
