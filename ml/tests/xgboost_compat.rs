@@ -455,7 +455,9 @@ fn training_on_the_same_data_gives_xgboost_s_predictions() {
     let value =
         |r: &[f32]| 2.0 * r[0] - r[1] * r[1] + if r[2] > 1.0 { 1.5 } else { 0.0 } + 0.3 * r[3];
     let v: Vec<f32> = x.chunks(4).map(value).collect();
-    let cases: Vec<(&str, Vec<f32>, Vec<(&str, &str)>)> = vec![
+    // (objective, labels, parameters)
+    type Case<'a> = (&'a str, Vec<f32>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case<'_>> = vec![
         ("reg:squarederror", v.clone(), vec![("max_depth", "4")]),
         (
             "binary:logistic",
