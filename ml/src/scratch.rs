@@ -1,14 +1,15 @@
-//! Node-local scratch: where each row of a shard is in the tree being grown, kept between the
-//! level tasks of that shard in a memory-mapped file on the node.
+//! Node-local scratch: per-row state of a shard kept between its tasks in memory-mapped files
+//! on the node: where each row is in the tree being grown (`pos`), and the rows' margins and
+//! fixed-point gradients (`mar`).
 //!
-//! Any worker process on the node continues where the previous level left off, updating the
-//! positions in place: nothing is copied, nothing goes through the object store. The file's
-//! stamp says which round and level the positions are after; a task that finds another stamp
-//! (or no file: its task ran on another node, or the node restarted) recomputes them from the
-//! round's splits, so the scratch changes the speed of a fit, never its result.
+//! Any worker process on the node continues where the previous task left off, updating the
+//! file in place: nothing is copied, nothing goes through the object store. A file's stamp says
+//! which round (and level) its contents are after; a task that finds another stamp (or no file:
+//! it ran on another node, or the node restarted) recomputes them from the trees and splits it
+//! is given, so the scratch changes the speed of a fit, never its result.
 //!
 //! Files live in `$STARLING_ML_SCRATCH`, else `/dev/shm`, else the temporary directory, named
-//! `starling-ml-<fit>-<rank>.pos`; the driver removes them when the fit ends.
+//! `starling-ml-<fit>-<rank>.<kind>`; the driver removes them when the fit ends.
 
 use std::fs::OpenOptions;
 use std::io;
@@ -33,26 +34,31 @@ fn dir() -> PathBuf {
     }
 }
 
-fn path(fit: u64, rank: u32) -> PathBuf {
-    dir().join(format!("starling-ml-{fit:016x}-{rank}.pos"))
+/// Row positions.
+pub const POSITIONS: &str = "pos";
+/// Margins then gradients.
+pub const MARGINS: &str = "mar";
+
+fn path(fit: u64, rank: u32, kind: &str) -> PathBuf {
+    dir().join(format!("starling-ml-{fit:016x}-{rank}.{kind}"))
 }
 
-/// One shard's positions file, mapped.
-pub struct Positions {
+/// One shard's scratch file of `len` 32-bit words, mapped.
+pub struct Scratch {
     map: MmapMut,
     len: usize,
 }
 
-impl Positions {
-    /// Opens (creating it if needed) the positions file of shard `rank` of `fit`, sized for
-    /// `len` positions. A new or resized file has no valid stamp.
-    pub fn open(fit: u64, rank: u32, len: usize) -> io::Result<Self> {
+impl Scratch {
+    /// Opens (creating it if needed) the `kind` file of shard `rank` of `fit`, sized for `len`
+    /// words. A new or resized file has no valid stamp.
+    pub fn open(fit: u64, rank: u32, kind: &str, len: usize) -> io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(path(fit, rank))?;
+            .open(path(fit, rank, kind))?;
         let size = (HEADER + 4 * len) as u64;
         if file.metadata()?.len() != size {
             file.set_len(0)?;
@@ -61,7 +67,7 @@ impl Positions {
         // SAFETY: the file is this fit's own scratch, written only by the tasks of one shard,
         // which the driver runs one at a time; nothing else truncates it while it is mapped.
         let map = unsafe { MmapMut::map_mut(&file)? };
-        Ok(Positions { map, len })
+        Ok(Scratch { map, len })
     }
 
     fn word(&self, i: usize) -> u32 {
@@ -93,18 +99,34 @@ impl Positions {
         }
     }
 
-    /// The positions, to read and update in place.
+    /// The words, to read and update in place.
     pub fn as_mut_slice(&mut self) -> &mut [u32] {
         let bytes = &mut self.map[HEADER..HEADER + 4 * self.len];
         // SAFETY: a mapping starts on a page boundary and HEADER is a multiple of 4, so the
         // bytes are aligned for u32; every bit pattern is a valid u32; the length is exact.
         unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u32>(), self.len) }
     }
+
+    /// The words split at `mid`, the first part as `f32`s and the rest as `i32`s (margins
+    /// and gradients).
+    pub fn f32s_and_i32s(&mut self, mid: usize) -> (&mut [f32], &mut [i32]) {
+        let (a, b) = self.as_mut_slice().split_at_mut(mid);
+        // SAFETY: f32 and i32 have the size and alignment of u32, and every bit pattern is a
+        // valid value of each.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(a.as_mut_ptr().cast::<f32>(), a.len()),
+                std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<i32>(), b.len()),
+            )
+        }
+    }
 }
 
-/// Removes the positions file of shard `rank` of `fit` (if any).
+/// Removes the scratch files of shard `rank` of `fit` (if any).
 pub fn remove(fit: u64, rank: u32) {
-    let _ = std::fs::remove_file(path(fit, rank));
+    for kind in [POSITIONS, MARGINS] {
+        let _ = std::fs::remove_file(path(fit, rank, kind));
+    }
 }
 
 #[cfg(test)]
@@ -114,19 +136,24 @@ mod tests {
     #[test]
     fn positions_persist_between_openings_with_their_stamp() {
         let fit = 0x7e57_0000_0000_0001 ^ u64::from(std::process::id());
-        let mut p = Positions::open(fit, 3, 5).unwrap();
+        let mut p = Scratch::open(fit, 3, POSITIONS, 5).unwrap();
         assert_eq!(p.stamp(), None, "a new file has no stamp");
         p.as_mut_slice().copy_from_slice(&[1, 2, 3, 4, 5]);
         p.set_stamp(Some((7, 2)));
         drop(p);
-        let mut q = Positions::open(fit, 3, 5).unwrap();
+        let mut q = Scratch::open(fit, 3, POSITIONS, 5).unwrap();
         assert_eq!(q.stamp(), Some((7, 2)));
         assert_eq!(q.as_mut_slice(), &[1, 2, 3, 4, 5]);
         drop(q);
         // Another size: the old contents do not count.
-        let r = Positions::open(fit, 3, 6).unwrap();
+        let mut r = Scratch::open(fit, 3, POSITIONS, 6).unwrap();
         assert_eq!(r.stamp(), None);
+        let (f, i) = r.f32s_and_i32s(2);
+        f[1] = -1.5;
+        i[3] = -7;
+        assert_eq!(r.as_mut_slice()[1], (-1.5f32).to_bits());
+        assert_eq!(r.as_mut_slice()[5], (-7i32) as u32);
         remove(fit, 3);
-        assert!(!path(fit, 3).exists());
+        assert!(!path(fit, 3, POSITIONS).exists());
     }
 }

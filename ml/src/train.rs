@@ -63,13 +63,6 @@ le_codec!(u32_bytes, u32s, u32, 4);
 le_codec!(i64_bytes, i64s, i64, 8);
 le_codec!(i32_bytes, i32s, i32, 4);
 
-#[inline]
-fn i32_at(b: &[u8], i: usize) -> i32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[4 * i..4 * i + 4]);
-    i32::from_le_bytes(a)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Objects the tasks exchange.
 
@@ -121,8 +114,8 @@ pub struct ShardData {
     labels: Bytes,
 }
 
-/// Per-round inputs of the `margins` task.
-#[derive(Clone, Serialize, Deserialize)]
+/// What a round's tasks need to (re)compute a shard's margins and gradients.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RoundCtx {
     objective: Objective,
     base_margin: f32,
@@ -131,13 +124,18 @@ pub struct RoundCtx {
     grad_bound: f32,
     subsample: f64,
     seed: u64,
+    fit: u64,
 }
 
-/// A shard's margins (`rows x classes`, f32) and fixed-point gradients (`(g, h)` i32 pairs).
-#[derive(Clone, Serialize, Deserialize)]
-pub struct Margins {
-    margins: Bytes,
-    grads: Bytes,
+/// Every tree grown so far, round by round (one per class per round), in bin space: what a
+/// task needs to rebuild a shard's margins from nothing.
+pub type Forest = Vec<Vec<Vec<BinNode>>>;
+
+/// Says a shard's margins and gradients for a round are in its node's scratch (the level tasks
+/// take it, so they run after the margins task).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct MarginsReady {
+    round: u32,
 }
 
 /// A tree node in bin space, as the workers route rows.
@@ -213,9 +211,9 @@ pub struct ClassPlan {
 pub struct LevelPlan {
     classes: Vec<ClassPlan>,
     threads: u32,
-    /// Which fit, round and level (depth of the nodes whose histograms are built).
-    fit: u64,
-    round: u32,
+    /// The round (and fit), to rebuild margins if needed.
+    ctx: RoundCtx,
+    /// Depth of the nodes whose histograms are built.
     depth: u32,
     /// Per class, the splits of the round's earlier levels (to recompute positions).
     applied: Vec<Vec<SplitRule>>,
@@ -384,43 +382,118 @@ fn gradients(objective: Objective, margins: &[f32], label: f32, out: &mut [(f32,
     }
 }
 
-fn margins_for(shard: &ShardData, margins: Vec<f32>, ctx: &RoundCtx) -> Margins {
+/// Fills in the gradients of `margins` (`rows x classes`) as fixed-point `(g, h)` pairs.
+fn gradients_into(shard: &ShardData, margins: &[f32], grads: &mut [i32], ctx: &RoundCtx) {
     let k = ctx.objective.groups();
-    let n = shard.n_rows as usize;
     let labels = f32s(&shard.labels);
-    let mut grads = vec![0i32; n * k * 2];
     let mut gh = vec![(0f32, 0f32); k];
     let factor = hist::factor(ctx.scale);
-    for i in 0..n {
+    for (i, y) in labels.iter().enumerate() {
+        let out = &mut grads[2 * i * k..2 * (i + 1) * k];
         if ctx.subsample < 1.0
             && draw(ctx.seed, ctx.round, shard.row_offset + i as u64) >= ctx.subsample
         {
+            out.fill(0);
             continue;
         }
-        gradients(
-            ctx.objective,
-            &margins[i * k..(i + 1) * k],
-            labels[i],
-            &mut gh,
-        );
+        gradients(ctx.objective, &margins[i * k..(i + 1) * k], *y, &mut gh);
         for (c, (g, h)) in gh.iter().enumerate() {
             let g = g.clamp(-ctx.grad_bound, ctx.grad_bound);
             let h = h.min(ctx.grad_bound);
-            grads[2 * (i * k + c)] = hist::quantize(g, factor);
-            grads[2 * (i * k + c) + 1] = hist::quantize(h, factor);
+            out[2 * c] = hist::quantize(g, factor);
+            out[2 * c + 1] = hist::quantize(h, factor);
         }
     }
-    Margins {
-        margins: f32_bytes(&margins),
-        grads: i32_bytes(&grads),
+}
+
+/// A shard's margins from nothing: the base margin plus every tree of `forest`.
+fn margins_from(shard: &ShardData, forest: &Forest, ctx: &RoundCtx, margins: &mut [f32]) {
+    margins.fill(ctx.base_margin);
+    for trees in forest {
+        add_trees(shard, margins, trees);
+    }
+}
+
+/// The shard's margins and gradients for `ctx.round`, in its scratch file (`3 * rows *
+/// classes` words: margins, then gradients): continued from the previous round's file when it
+/// is there, rebuilt from `forest` otherwise. Without scratch space, in memory.
+fn margins_scratch(
+    shard: &ShardData,
+    forest: &Forest,
+    end: Option<&RoundEnd>,
+    rank: u32,
+    ctx: &RoundCtx,
+) -> MarginsFile {
+    let len = shard.n_rows as usize * ctx.objective.groups();
+    let mut file = match scratch::Scratch::open(ctx.fit, rank, scratch::MARGINS, 3 * len) {
+        Ok(f) => MarginsFile::Mapped(f),
+        Err(_) => MarginsFile::Memory(vec![0; 3 * len]),
+    };
+    if file.stamp() == Some((ctx.round, 0)) {
+        return file;
+    }
+    let previous = ctx.round.checked_sub(1).map(|r| (r, 0));
+    let continues = previous.is_some() && file.stamp() == previous && end.is_some();
+    file.set_stamp(None);
+    let (margins, grads) = file.split(len);
+    match end {
+        Some(end) if continues => add_round(shard, margins, end, rank),
+        _ => margins_from(shard, forest, ctx, margins),
+    }
+    gradients_into(shard, margins, grads, ctx);
+    file.set_stamp(Some((ctx.round, 0)));
+    file
+}
+
+/// A shard's margins and gradients: mapped scratch, or memory where there is none.
+enum MarginsFile {
+    Mapped(scratch::Scratch),
+    Memory(Vec<u32>),
+}
+
+impl MarginsFile {
+    fn stamp(&self) -> Option<(u32, u32)> {
+        match self {
+            MarginsFile::Mapped(f) => f.stamp(),
+            MarginsFile::Memory(_) => None,
+        }
+    }
+
+    fn set_stamp(&mut self, at: Option<(u32, u32)>) {
+        if let MarginsFile::Mapped(f) = self {
+            f.set_stamp(at);
+        }
+    }
+
+    /// Margins (`len` of them) and gradients (`2 * len`).
+    fn split(&mut self, len: usize) -> (&mut [f32], &mut [i32]) {
+        match self {
+            MarginsFile::Mapped(f) => f.f32s_and_i32s(len),
+            MarginsFile::Memory(v) => {
+                let (a, b) = v.split_at_mut(len);
+                // SAFETY: f32 and i32 have the size and alignment of u32, and every bit
+                // pattern is a valid value of each.
+                unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(a.as_mut_ptr().cast::<f32>(), a.len()),
+                        std::slice::from_raw_parts_mut(b.as_mut_ptr().cast::<i32>(), b.len()),
+                    )
+                }
+            }
+        }
     }
 }
 
 #[starling::remote]
-fn ml_first_margins(shard: ShardData, ctx: RoundCtx) -> Margins {
-    let k = ctx.objective.groups();
-    let margins = vec![ctx.base_margin; shard.n_rows as usize * k];
-    margins_for(&shard, margins, &ctx)
+fn ml_margins(
+    shard: ShardData,
+    forest: Forest,
+    end: Option<RoundEnd>,
+    rank: u32,
+    ctx: RoundCtx,
+) -> MarginsReady {
+    margins_scratch(&shard, &forest, end.as_ref(), rank, &ctx);
+    MarginsReady { round: ctx.round }
 }
 
 /// Adds one round's trees (one per class) to margins, walking each tree from its root.
@@ -485,25 +558,19 @@ fn route(table: &[Option<SplitRule>], p: u32, row: &[u8]) -> u32 {
     }
 }
 
-#[starling::remote]
-fn ml_next_margins(
-    shard: ShardData,
-    prev: Margins,
-    end: RoundEnd,
-    rank: u32,
-    ctx: RoundCtx,
-) -> Margins {
+/// Adds the round `end` finished to `margins`, from the rows' positions after its last level
+/// (kept in scratch, or recomputed from its splits).
+fn add_round(shard: &ShardData, margins: &mut [f32], end: &RoundEnd, rank: u32) {
     let k = end.classes.len();
     let nf = shard.n_features as usize;
-    let mut margins = f32s(&prev.margins);
     let len = shard.n_rows as usize * k;
-    let mut file = scratch::Positions::open(end.fit, rank, len).ok();
+    let mut file = scratch::Scratch::open(end.fit, rank, scratch::POSITIONS, len).ok();
     let mut own = Vec::new();
     let positions: &[u32] = match &mut file {
         Some(f) if f.stamp() == Some((end.round, end.depth)) => f.as_mut_slice(),
         _ => {
             own.resize(len, 0);
-            positions_from(&shard, &end.applied, &mut own);
+            positions_from(shard, &end.applied, &mut own);
             &own
         }
     };
@@ -514,14 +581,13 @@ fn ml_next_margins(
             margins[i * k + c] += ce.values[p as usize];
         }
     }
-    margins_for(&shard, margins, &ctx)
 }
 
 /// Moves rows down the plan's splits and builds the requested histograms, in one pass over
 /// the rows (split over `plan.threads` threads).
 fn level(
     shard: &ShardData,
-    margins: &Margins,
+    grads: &[i32],
     positions: &mut [u32],
     plan: &LevelPlan,
     cuts: &Cuts,
@@ -549,7 +615,6 @@ fn level(
     }
     let (offsets, total_bins) = cuts.offsets();
     let threads = (plan.threads as usize).clamp(1, 64).min(n.max(1));
-    let grads: &[u8] = &margins.grads;
     let chunk = n.div_ceil(threads).max(1);
     let build = |first: usize, pos: &mut [u32]| {
         let mut h = Hist::zeros(slots, total_bins);
@@ -570,8 +635,8 @@ fn level(
                     }
                 },
                 |i| GradSum {
-                    g: i64::from(i32_at(grads, 2 * (i * k + c))),
-                    h: i64::from(i32_at(grads, 2 * (i * k + c) + 1)),
+                    g: i64::from(grads[2 * (i * k + c)]),
+                    h: i64::from(grads[2 * (i * k + c) + 1]),
                 },
             );
         }
@@ -602,10 +667,22 @@ fn level(
 }
 
 #[starling::remote]
-fn ml_level(shard: ShardData, margins: Margins, plan: LevelPlan, rank: u32, cuts: Cuts) -> HistMsg {
-    let len = shard.n_rows as usize * plan.classes.len();
-    let before = plan.depth.checked_sub(1).map(|d| (plan.round, d));
-    let hist = match scratch::Positions::open(plan.fit, rank, len) {
+fn ml_level(
+    shard: ShardData,
+    ready: MarginsReady,
+    forest: Forest,
+    plan: LevelPlan,
+    rank: u32,
+    cuts: Cuts,
+) -> HistMsg {
+    debug_assert_eq!(ready.round, plan.ctx.round);
+    let k = plan.classes.len();
+    let len = shard.n_rows as usize * k;
+    // The margins task left them in scratch; rebuilt here if this runs elsewhere.
+    let mut margins = margins_scratch(&shard, &forest, None, rank, &plan.ctx);
+    let (_, grads) = margins.split(len);
+    let before = plan.depth.checked_sub(1).map(|d| (plan.ctx.round, d));
+    let hist = match scratch::Scratch::open(plan.ctx.fit, rank, scratch::POSITIONS, len) {
         Ok(mut file) => {
             let valid = before.is_some() && file.stamp() == before;
             file.set_stamp(None);
@@ -615,15 +692,15 @@ fn ml_level(shard: ShardData, margins: Margins, plan: LevelPlan, rank: u32, cuts
             } else if !valid {
                 positions_from(&shard, &plan.applied, positions);
             }
-            let hist = level(&shard, &margins, positions, &plan, &cuts);
-            file.set_stamp(Some((plan.round, plan.depth)));
+            let hist = level(&shard, grads, positions, &plan, &cuts);
+            file.set_stamp(Some((plan.ctx.round, plan.depth)));
             hist
         }
         Err(_) => {
             // No scratch space: positions from the splits, kept in memory for this task only.
             let mut positions = vec![0u32; len];
             positions_from(&shard, &plan.applied, &mut positions);
-            level(&shard, &margins, &mut positions, &plan, &cuts)
+            level(&shard, grads, &mut positions, &plan, &cuts)
         }
     };
     HistMsg::from_hist(&hist)
@@ -977,20 +1054,15 @@ impl GbdtEstimator {
             tree_info: Vec::new(),
             best_iteration: None,
         };
-        let mut margins: Vec<ObjectRef<Margins>> = Vec::new();
         let fit = fit_id();
+        // Every tree so far, for tasks that must rebuild a shard's margins.
+        let mut forest: Forest = Vec::new();
         let _scratch = ScratchGuard {
             place: &place,
             fit,
             world,
         };
-        let mut end = RoundEnd {
-            classes: Vec::new(),
-            fit,
-            round: 0,
-            depth: 0,
-            applied: Vec::new(),
-        };
+        let mut end: Option<RoundEnd> = None;
         let mut history = Vec::new();
         let mut best: Option<(usize, f64)> = None;
         for round in 0..self.n_estimators {
@@ -1002,53 +1074,41 @@ impl GbdtEstimator {
                 grad_bound,
                 subsample: p.subsample,
                 seed: p.seed,
+                fit,
             };
-            margins = if round == 0 {
-                shards
-                    .iter()
-                    .enumerate()
-                    .map(|(r, s)| {
-                        place
-                            .on(r, ml_first_margins::options())
-                            .remote(s, ctx.clone())
-                    })
-                    .collect()
-            } else {
-                shards
-                    .iter()
-                    .zip(&margins)
-                    .enumerate()
-                    .map(|(r, (s, m))| {
-                        place.on(r, ml_next_margins::options()).remote(
-                            s,
-                            m,
-                            end.clone(),
-                            r as u32,
-                            ctx.clone(),
-                        )
-                    })
-                    .collect()
-            };
+            let forest_ref = starling::put(forest.clone())?;
+            let ready: Vec<ObjectRef<MarginsReady>> = shards
+                .iter()
+                .enumerate()
+                .map(|(r, s)| {
+                    place.on(r, ml_margins::options()).remote(
+                        s,
+                        &forest_ref,
+                        end.clone(),
+                        r as u32,
+                        ctx.clone(),
+                    )
+                })
+                .collect();
             let allowed: Vec<Vec<bool>> = (0..k)
                 .map(|c| feature_sample(p, cols.len(), round, c))
                 .collect();
             let grown = grow_round(
                 &place,
-                &shards,
-                &margins,
+                (&shards, &ready, &forest_ref),
                 &cuts,
                 &cuts_ref,
                 &split,
                 p,
                 k,
                 &allowed,
-                (fit, round as u32),
+                &ctx,
             )?;
             for (c, t) in grown.trees.iter().enumerate() {
                 model.trees.push(to_tree(t, &cuts, &split));
                 model.tree_info.push(c as u32);
             }
-            end = RoundEnd {
+            end = Some(RoundEnd {
                 classes: grown
                     .trees
                     .iter()
@@ -1059,8 +1119,9 @@ impl GbdtEstimator {
                 round: round as u32,
                 depth: grown.depth,
                 applied: grown.applied,
-            };
+            });
             let last: Vec<Vec<BinNode>> = grown.trees.into_iter().map(|t| t.nodes).collect();
+            forest.push(last.clone());
 
             if let Some((eshards, states)) = &mut eval {
                 *states = eshards
@@ -1232,8 +1293,7 @@ pinned!(
     __starling_options_ml_load,
     __starling_options_ml_summarize,
     __starling_options_ml_bin,
-    __starling_options_ml_first_margins,
-    __starling_options_ml_next_margins,
+    __starling_options_ml_margins,
     __starling_options_ml_level,
     __starling_options_ml_forget,
     __starling_options_ml_sum_hists,
@@ -1351,25 +1411,33 @@ struct Grown {
 #[allow(clippy::too_many_arguments)]
 fn grow_round(
     place: &Placement,
-    shards: &[ObjectRef<ShardData>],
-    margins: &[ObjectRef<Margins>],
+    (shards, ready, forest): (
+        &[ObjectRef<ShardData>],
+        &[ObjectRef<MarginsReady>],
+        &ObjectRef<Forest>,
+    ),
     cuts: &Cuts,
     cuts_ref: &ObjectRef<Cuts>,
     split: &SplitParams,
     p: &Params,
     k: usize,
     allowed: &[Vec<bool>],
-    (fit, round): (u64, u32),
+    ctx: &RoundCtx,
 ) -> Result<Grown, MlError> {
     let run_level = |plan: &LevelPlan| -> Result<Hist, MlError> {
         let outs: Vec<ObjectRef<HistMsg>> = shards
             .iter()
-            .zip(margins)
+            .zip(ready)
             .enumerate()
             .map(|(r, (s, m))| {
-                place
-                    .on(r, ml_level::options())
-                    .remote(s, m, plan.clone(), r as u32, cuts_ref)
+                place.on(r, ml_level::options()).remote(
+                    s,
+                    m,
+                    forest,
+                    plan.clone(),
+                    r as u32,
+                    cuts_ref,
+                )
             })
             .collect();
         reduce(place, outs)
@@ -1382,8 +1450,7 @@ fn grow_round(
             })
             .collect(),
         threads: place.threads,
-        fit,
-        round,
+        ctx: ctx.clone(),
         depth: 0,
         applied: vec![Vec::new(); k],
     };
@@ -1404,8 +1471,7 @@ fn grow_round(
         let mut plan = LevelPlan {
             classes: vec![ClassPlan::default(); k],
             threads: place.threads,
-            fit,
-            round,
+            ctx: ctx.clone(),
             depth: depth as u32 + 1,
             applied: applied.clone(),
         };
