@@ -528,6 +528,55 @@ pub struct ClassEnd {
     values: Vec<f32>,
 }
 
+/// Split rules as flat per-node arrays, for the hot loop (a node's right child is its left
+/// child + 1: children are always made in pairs).
+struct Router {
+    /// Feature of each node's split, `u32::MAX` for a node not split this level.
+    feature: Vec<u32>,
+    bin: Vec<u8>,
+    default_left: Vec<bool>,
+    left: Vec<u32>,
+}
+
+impl Router {
+    fn new(rules: &[SplitRule]) -> Self {
+        let top = rules.iter().map(|s| s.node as usize + 1).max().unwrap_or(0);
+        let mut r = Router {
+            feature: vec![u32::MAX; top],
+            bin: vec![0; top],
+            default_left: vec![false; top],
+            left: vec![0; top],
+        };
+        for s in rules {
+            debug_assert_eq!(s.right, s.left + 1);
+            let n = s.node as usize;
+            r.feature[n] = s.feature;
+            r.bin[n] = s.bin;
+            r.default_left[n] = s.default_left;
+            r.left[n] = s.left;
+        }
+        r
+    }
+
+    /// Where a row at node `p` goes.
+    #[inline(always)]
+    fn route(&self, p: u32, row: &[u8]) -> u32 {
+        let n = p as usize;
+        match self.feature.get(n) {
+            Some(&f) if f != u32::MAX => {
+                let code = row[f as usize];
+                let right = if code == crate::sketch::MISSING {
+                    !self.default_left[n]
+                } else {
+                    code > self.bin[n]
+                };
+                self.left[n] + u32::from(right)
+            }
+            _ => p,
+        }
+    }
+}
+
 /// A node-indexed table of split rules.
 fn rule_table(rules: &[SplitRule]) -> Vec<Option<SplitRule>> {
     let top = rules.iter().map(|s| s.node as usize + 1).max().unwrap_or(0);
@@ -596,11 +645,6 @@ fn level(
     let n = shard.n_rows as usize;
     let nf = shard.n_features as usize;
     let bins: &[u8] = &shard.bins;
-    let rules: Vec<Vec<Option<SplitRule>>> = plan
-        .classes
-        .iter()
-        .map(|cp| rule_table(&cp.splits))
-        .collect();
     // Slots: class by class, nodes in the plan's order.
     let mut slot_of: Vec<Vec<i32>> = Vec::with_capacity(k);
     let mut slots = 0usize;
@@ -616,29 +660,46 @@ fn level(
     let (offsets, total_bins) = cuts.offsets();
     let threads = (plan.threads as usize).clamp(1, 64).min(n.max(1));
     let chunk = n.div_ceil(threads).max(1);
+    let routers: Vec<Router> = plan
+        .classes
+        .iter()
+        .map(|cp| Router::new(&cp.splits))
+        .collect();
     let build = |first: usize, pos: &mut [u32]| {
         let mut h = Hist::zeros(slots, total_bins);
-        let rows = first..first + pos.len() / k.max(1);
+        let st = 2 * total_bins + 3;
+        let count = pos.len() / k.max(1);
         for c in 0..k {
-            let (rule, table) = (&rules[c], &slot_of[c]);
-            h.accumulate(
-                bins,
-                nf,
-                &offsets,
-                rows.clone(),
-                |i| {
-                    let p = &mut pos[(i - first) * k + c];
-                    *p = route(rule, *p, &bins[i * nf..(i + 1) * nf]);
-                    match table.get(*p as usize) {
-                        Some(&s) if s >= 0 => Some(s as usize),
-                        _ => None,
+            let (router, table) = (&routers[c], &slot_of[c]);
+            for j in 0..count {
+                let i = first + j;
+                let row = &bins[i * nf..(i + 1) * nf];
+                let at = &mut pos[j * k + c];
+                let p = router.route(*at, row);
+                *at = p;
+                let s = match table.get(p as usize) {
+                    Some(&s) if s >= 0 => s as usize,
+                    _ => continue,
+                };
+                let g = i64::from(grads[2 * (i * k + c)]);
+                let hh = i64::from(grads[2 * (i * k + c) + 1]);
+                if g == 0 && hh == 0 {
+                    continue;
+                }
+                let slot = &mut h.data[s * st..(s + 1) * st];
+                let (cells, totals) = slot.split_at_mut(2 * total_bins);
+                let (cells, _) = cells.as_chunks_mut::<2>();
+                for (&b, &off) in row.iter().zip(&offsets) {
+                    if b != crate::sketch::MISSING {
+                        let cell = &mut cells[off + b as usize];
+                        cell[0] += g;
+                        cell[1] += hh;
                     }
-                },
-                |i| GradSum {
-                    g: i64::from(grads[2 * (i * k + c)]),
-                    h: i64::from(grads[2 * (i * k + c) + 1]),
-                },
-            );
+                }
+                totals[0] += g;
+                totals[1] += hh;
+                totals[2] += 1;
+            }
         }
         h
     };
