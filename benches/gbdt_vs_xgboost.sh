@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starling's GBDT (starling-ml, 2 workers) against XGBoost (tree_method=hist, nthread=2) on the
-# same data, same split, same parameters; prints one JSON line per run, then a table.
+# Starling's GBDT (starling-ml, 2 workers; on a local cluster and on the in-process engine)
+# against XGBoost (tree_method=hist, nthread=2) on the same data, same split, same parameters;
+# prints one JSON line per run, then a table.
 #
 #   benches/gbdt_vs_xgboost.sh                      # all four datasets, 100 rounds, depth 6
 #   benches/gbdt_vs_xgboost.sh breast_cancer diabetes
@@ -45,15 +46,17 @@ for ds in "${DATASETS[@]}"; do
   obj=$(objective "$ds")
   echo "== $ds ($obj): xgboost" >&2
   "$PY" benches/gbdt_xgboost.py train "$DATA" "$ds" "$ROUNDS" "$DEPTH" "$ETA" 2 | tee -a "$RESULTS"
-  echo "== $ds ($obj): starling, $WORKERS workers" >&2
+  for engine in local inproc; do
+  flag=""; [ "$engine" = inproc ] && flag="--in-process"
+  echo "== $ds ($obj): starling ($engine), $WORKERS workers" >&2
   out=$("$GBDT" --train "$DATA/$ds/train.csv" --test "$DATA/$ds/test.csv" --label y \
         --objective "$obj" --n-estimators "$ROUNDS" --max-depth "$DEPTH" \
-        --learning-rate "$ETA" --max-bin 256 --workers "$WORKERS")
+        --learning-rate "$ETA" --max-bin 256 --workers "$WORKERS" $flag)
   echo "$out" >&2
   echo "$out" > "$RESULTS.out"
-  "$PY" - "$ds" "$WORKERS" "$RESULTS.out" <<'EOF' | tee -a "$RESULTS"
+  "$PY" - "$ds" "$WORKERS" "$RESULTS.out" "starling-$engine" <<'EOF' | tee -a "$RESULTS"
 import json, sys
-ds, workers = sys.argv[1], int(sys.argv[2])
+ds, workers, engine = sys.argv[1], int(sys.argv[2]), sys.argv[4]
 kv = {}
 for line in open(sys.argv[3]).read().split("\n"):
     for part in line.split():
@@ -62,11 +65,12 @@ for line in open(sys.argv[3]).read().split("\n"):
             kv[k] = v
 metric = "rmse" if "rmse" in kv else "logloss"
 print(json.dumps({
-    "engine": "starling", "dataset": ds, "metric": metric, "value": float(kv[metric]),
+    "engine": engine, "dataset": ds, "metric": metric, "value": float(kv[metric]),
     "accuracy": float(kv["accuracy"]) if "accuracy" in kv else None,
     "train_seconds": float(kv["train_seconds"]), "workers": workers,
 }))
 EOF
+  done
 done
 
 "$PY" - "$RESULTS" <<'EOF'
@@ -76,17 +80,19 @@ by = {}
 for r in rows:
     by.setdefault(r["dataset"], {})[r["engine"]] = r
 print()
-print("| dataset | metric | xgboost | starling | metric diff | xgboost s | starling s | time ratio |")
-print("|---|---|---|---|---|---|---|---|")
+print("| dataset | engine | metric | xgboost | starling | metric diff | xgboost s | starling s | time ratio |")
+print("|---|---|---|---|---|---|---|---|---|")
 for ds, e in by.items():
-    x, s = e.get("xgboost"), e.get("starling")
-    if not (x and s):
-        continue
-    diff = (s["value"] - x["value"]) / x["value"] * 100 if x["value"] else 0.0
-    acc = ""
-    if x.get("accuracy") is not None and s.get("accuracy") is not None:
-        acc = f" (acc {x['accuracy']:.4f} / {s['accuracy']:.4f})"
-    print(f"| {ds} | {x['metric']}{acc} | {x['value']:.5f} | {s['value']:.5f} | {diff:+.2f}% "
-          f"| {x['train_seconds']:.2f} | {s['train_seconds']:.2f} "
-          f"| {s['train_seconds'] / x['train_seconds']:.2f}x |")
+    x = e.get("xgboost")
+    for engine in ("starling-local", "starling-inproc"):
+        s = e.get(engine)
+        if not (x and s):
+            continue
+        diff = (s["value"] - x["value"]) / x["value"] * 100 if x["value"] else 0.0
+        acc = ""
+        if x.get("accuracy") is not None and s.get("accuracy") is not None:
+            acc = f" (acc {x['accuracy']:.4f} / {s['accuracy']:.4f})"
+        print(f"| {ds} | {engine} | {x['metric']}{acc} | {x['value']:.5f} | {s['value']:.5f} "
+              f"| {diff:+.2f}% | {x['train_seconds']:.2f} | {s['train_seconds']:.2f} "
+              f"| {s['train_seconds'] / x['train_seconds']:.2f}x |")
 EOF

@@ -9,7 +9,8 @@
 //! Prints `key=value` lines: the test metric (`rmse=..`, or `logloss=.. accuracy=..`, or
 //! `mlogloss=.. accuracy=..`) and `train_seconds=..`. Input columns are every column but the
 //! label unless `--features a,b,c` names them. `--train`/`--test` take a file, a directory or a
-//! glob. Runs on a local cluster, or on the cluster at `STARLING_HEAD`; submitted as a job
+//! glob. Runs on a local cluster, or on the cluster at `STARLING_HEAD`, or with `--in-process`
+//! on the in-process engine (tasks on this process's threads); submitted as a job
 //! (`starling job submit --pool P --target-instances 3 target/release/examples/gbdt -- ..`) it
 //! trains with one worker per instance unless `--workers` says otherwise.
 
@@ -30,13 +31,14 @@ struct Args {
     early_stopping: Option<usize>,
     save: Option<String>,
     verbose: usize,
+    in_process: bool,
 }
 
 const USAGE: &str = "usage: gbdt --train PATH --label COL [--test PATH] [--features a,b,..] \
 [--objective NAME] [--num-class N] [--n-estimators N] [--max-depth N] [--learning-rate X] \
 [--max-bin N] [--lambda X] [--alpha X] [--gamma X] [--min-child-weight X] [--subsample X] \
 [--colsample-bytree X] [--seed N] [--workers N] [--cpus-per-worker N] \
-[--early-stopping-rounds N] [--save model.json] [--verbose N]";
+[--early-stopping-rounds N] [--save model.json] [--verbose N] [--in-process]";
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut a = Args {
@@ -51,12 +53,17 @@ fn parse_args() -> anyhow::Result<Args> {
         early_stopping: None,
         save: None,
         verbose: 0,
+        in_process: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
             println!("{USAGE}");
             std::process::exit(0);
+        }
+        if flag == "--in-process" {
+            a.in_process = true;
+            continue;
         }
         let value = it
             .next()
@@ -92,7 +99,20 @@ fn parse_args() -> anyhow::Result<Args> {
 
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    let _rt = starling_examples::connect()?;
+    // The in-process engine (tasks on threads of this process) or a cluster.
+    let _rt = if args.in_process {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let rt = starling::Runtime::in_process(threads)?;
+        let guard = rt.enter();
+        Some((rt, guard))
+    } else {
+        None
+    };
+    let _cluster = if args.in_process {
+        None
+    } else {
+        Some(starling_examples::connect()?)
+    };
     let pairs: Vec<(&str, &str)> = args
         .params
         .iter()

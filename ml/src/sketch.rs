@@ -20,7 +20,7 @@ pub const MISSING: u8 = u8::MAX;
 pub const MAX_BINS: usize = 255;
 
 /// Points a shard's summary of a column keeps when the column has more distinct values.
-pub const SUMMARY_POINTS: usize = 2048;
+pub const SUMMARY_POINTS: usize = 8192;
 
 /// A weighted summary of one column of one shard: `(value, rows)` pairs by increasing value.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
