@@ -26,7 +26,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use starling_proto::pb;
 use starling_proto::security::{
@@ -238,9 +237,12 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     let join = tokio::spawn(async move {
         let _ = builder
             .add_service(server)
-            .serve_with_incoming_shutdown(nodelay(listener), async {
-                let _ = rx.await;
-            })
+            .serve_with_incoming_shutdown(
+                starling_proto::security::nodelay_incoming(listener),
+                async {
+                    let _ = rx.await;
+                },
+            )
             .await;
     });
     Ok(HeadHandle {
@@ -249,20 +251,5 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         shutdown: Some(tx),
         join: Some(join),
         service,
-    })
-}
-
-/// Accepted connections with Nagle's algorithm off (`Server::tcp_nodelay` only reaches the
-/// listeners the server opens itself): without it a reply that follows a small write waits for
-/// the peer's delayed ACK, some 40 ms, and every value of 30-100 KiB paid it.
-fn nodelay(
-    listener: TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use tokio_stream::StreamExt;
-    TcpListenerStream::new(listener).map(|conn| {
-        if let Ok(c) = &conn {
-            let _ = c.set_nodelay(true);
-        }
-        conn
     })
 }

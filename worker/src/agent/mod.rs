@@ -55,7 +55,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
-use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint, Server};
@@ -359,9 +359,12 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
             .initial_stream_window_size(starling_proto::security::STREAM_WINDOW)
             .initial_connection_window_size(starling_proto::security::CONNECTION_WINDOW)
             .add_service(service)
-            .serve_with_incoming_shutdown(nodelay(listener), async {
-                let _ = object_stopped.await;
-            })
+            .serve_with_incoming_shutdown(
+                starling_proto::security::nodelay_incoming(listener),
+                async {
+                    let _ = object_stopped.await;
+                },
+            )
             .await;
         if let Err(e) = served {
             server_log.line(format_args!("object service stopped: {e}"));
@@ -930,19 +933,4 @@ mod tests {
         let specific: SocketAddr = "127.0.0.1:5".parse().unwrap();
         assert_eq!(advertised(specific, "http://x:1").await, specific);
     }
-}
-
-/// Accepted connections with Nagle's algorithm off (`Server::tcp_nodelay` only reaches the
-/// listeners the server opens itself): without it a reply that follows a small write waits for
-/// the peer's delayed ACK, some 40 ms, and every value of 30-100 KiB paid it.
-fn nodelay(
-    listener: TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use tokio_stream::StreamExt;
-    TcpListenerStream::new(listener).map(|conn| {
-        if let Ok(c) = &conn {
-            let _ = c.set_nodelay(true);
-        }
-        conn
-    })
 }
