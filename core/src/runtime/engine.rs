@@ -199,18 +199,24 @@ impl Engine {
             let Some(mut guard) = self.sched.try_lock() else {
                 return;
             };
-            let Sched { core, effects } = &mut *guard;
-            let mut handled = 0;
-            while let Some(ev) = self.inbox.pop() {
-                handled += 1;
-                handle(core, effects, ev);
-            }
-            self.pending.fetch_sub(handled, Ordering::SeqCst);
-            reactor::schedule(core, effects);
-            let out = std::mem::take(&mut effects.0);
+            let out = self.drain(&mut guard);
             drop(guard);
             self.apply(out);
         }
+    }
+
+    /// Handles every event in the inbox, runs one scheduling pass, and returns the effects to
+    /// apply once the lock is released.
+    fn drain(&self, sched: &mut Sched) -> Vec<Effect> {
+        let Sched { core, effects } = sched;
+        let mut handled = 0;
+        while let Some(ev) = self.inbox.pop() {
+            handled += 1;
+            handle(core, effects, ev);
+        }
+        self.pending.fetch_sub(handled, Ordering::SeqCst);
+        reactor::schedule(core, effects);
+        std::mem::take(&mut effects.0)
     }
 
     fn apply(&self, effects: Vec<Effect>) {
@@ -310,18 +316,8 @@ impl Engine {
     fn knows(&self, id: ObjectId) -> bool {
         let (known, out) = {
             let mut guard = self.sched.lock();
-            let Sched { core, effects } = &mut *guard;
-            let mut handled = 0;
-            while let Some(ev) = self.inbox.pop() {
-                handled += 1;
-                handle(core, effects, ev);
-            }
-            self.pending.fetch_sub(handled, Ordering::SeqCst);
-            reactor::schedule(core, effects);
-            (
-                core.object_state(id).is_some(),
-                std::mem::take(&mut effects.0),
-            )
+            let out = self.drain(&mut guard);
+            (guard.core.object_state(id).is_some(), out)
         };
         self.apply(out);
         // Events that arrived while we held the lock with `lock()` (not `try_lock`) still wait.
