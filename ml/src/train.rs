@@ -251,11 +251,11 @@ fn positions_from(shard: &ShardData, applied: &[Vec<SplitRule>], positions: &mut
         if rules.is_empty() {
             continue;
         }
-        let table = rule_table(rules);
+        let router = Router::new(rules);
         for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
             let mut p = 0u32;
             loop {
-                let q = route(&table, p, row);
+                let q = router.route(p, row);
                 if q == p {
                     break;
                 }
@@ -577,36 +577,6 @@ impl Router {
     }
 }
 
-/// A node-indexed table of split rules.
-fn rule_table(rules: &[SplitRule]) -> Vec<Option<SplitRule>> {
-    let top = rules.iter().map(|s| s.node as usize + 1).max().unwrap_or(0);
-    let mut t = vec![None; top];
-    for r in rules {
-        t[r.node as usize] = Some(*r);
-    }
-    t
-}
-
-#[inline]
-fn route(table: &[Option<SplitRule>], p: u32, row: &[u8]) -> u32 {
-    match table.get(p as usize) {
-        Some(Some(r)) => {
-            let code = row[r.feature as usize];
-            let left = if code == crate::sketch::MISSING {
-                r.default_left
-            } else {
-                code <= r.bin
-            };
-            if left {
-                r.left
-            } else {
-                r.right
-            }
-        }
-        _ => p,
-    }
-}
-
 /// Adds the round `end` finished to `margins`, from the rows' positions after its last level
 /// (kept in scratch, or recomputed from its splits).
 fn add_round(shard: &ShardData, margins: &mut [f32], end: &RoundEnd, rank: u32) {
@@ -624,9 +594,9 @@ fn add_round(shard: &ShardData, margins: &mut [f32], end: &RoundEnd, rank: u32) 
         }
     };
     for (c, ce) in end.classes.iter().enumerate() {
-        let table = rule_table(&ce.rules);
+        let router = Router::new(&ce.rules);
         for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
-            let p = route(&table, positions[i * k + c], row);
+            let p = router.route(positions[i * k + c], row);
             margins[i * k + c] += ce.values[p as usize];
         }
     }
