@@ -120,28 +120,39 @@ impl Hist {
         mut slot_of: impl FnMut(usize) -> Option<usize>,
         mut grad: impl FnMut(usize) -> GradSum,
     ) {
-        let st = self.stride();
-        let nb = self.bins;
         for i in rows {
             let Some(s) = slot_of(i) else { continue };
-            let gs = grad(i);
-            if gs.h == 0 && gs.g == 0 {
-                continue;
-            }
-            let slot = &mut self.data[s * st..(s + 1) * st];
-            let (cells, _) = slot[..2 * nb].as_chunks_mut::<2>();
-            let row = &bins[i * n_features..(i + 1) * n_features];
-            for (&b, &off) in row.iter().zip(offsets) {
-                if b != MISSING {
-                    let cell = &mut cells[off + b as usize];
-                    cell[0] += gs.g;
-                    cell[1] += gs.h;
-                }
-            }
-            slot[2 * nb] += gs.g;
-            slot[2 * nb + 1] += gs.h;
-            slot[2 * nb + 2] += 1;
+            self.add_row(
+                s,
+                &bins[i * n_features..(i + 1) * n_features],
+                offsets,
+                grad(i),
+            );
         }
+    }
+
+    /// Adds one row (its bin codes, one per feature) with statistics `gs` into slot `s`; a
+    /// row with zero gradient and hessian (left out by `subsample`) is not counted.
+    #[inline(always)]
+    pub fn add_row(&mut self, s: usize, row: &[u8], offsets: &[usize], gs: GradSum) {
+        if gs.h == 0 && gs.g == 0 {
+            return;
+        }
+        let st = self.stride();
+        let nb = self.bins;
+        let slot = &mut self.data[s * st..(s + 1) * st];
+        let (cells, totals) = slot.split_at_mut(2 * nb);
+        let (cells, _) = cells.as_chunks_mut::<2>();
+        for (&b, &off) in row.iter().zip(offsets) {
+            if b != MISSING {
+                let cell = &mut cells[off + b as usize];
+                cell[0] += gs.g;
+                cell[1] += gs.h;
+            }
+        }
+        totals[0] += gs.g;
+        totals[1] += gs.h;
+        totals[2] += 1;
     }
 
     /// Puts `values` (one slot's worth) into slot `s`.

@@ -637,7 +637,6 @@ fn level(
         .collect();
     let build = |first: usize, pos: &mut [u32]| {
         let mut h = Hist::zeros(slots, total_bins);
-        let st = 2 * total_bins + 3;
         let count = pos.len() / k.max(1);
         for c in 0..k {
             let (router, table) = (&routers[c], &slot_of[c]);
@@ -651,24 +650,11 @@ fn level(
                     Some(&s) if s >= 0 => s as usize,
                     _ => continue,
                 };
-                let g = i64::from(grads[2 * (i * k + c)]);
-                let hh = i64::from(grads[2 * (i * k + c) + 1]);
-                if g == 0 && hh == 0 {
-                    continue;
-                }
-                let slot = &mut h.data[s * st..(s + 1) * st];
-                let (cells, totals) = slot.split_at_mut(2 * total_bins);
-                let (cells, _) = cells.as_chunks_mut::<2>();
-                for (&b, &off) in row.iter().zip(&offsets) {
-                    if b != crate::sketch::MISSING {
-                        let cell = &mut cells[off + b as usize];
-                        cell[0] += g;
-                        cell[1] += hh;
-                    }
-                }
-                totals[0] += g;
-                totals[1] += hh;
-                totals[2] += 1;
+                let gs = GradSum {
+                    g: i64::from(grads[2 * (i * k + c)]),
+                    h: i64::from(grads[2 * (i * k + c) + 1]),
+                };
+                h.add_row(s, row, &offsets, gs);
             }
         }
         h
