@@ -90,13 +90,7 @@ fn main() -> anyhow::Result<()> {
     };
     println!("stored_on={stored_on}");
 
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !go.exists() {
-        if Instant::now() > deadline {
-            bail!("{} never appeared", go.display());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    starling_examples::wait_for_file(&go, Duration::from_secs(120))?;
     let start = Instant::now();
     let checked = check::options().node_affinity(other, false).remote(&grown);
     let (remade_on, sum, checked_on) =

@@ -41,13 +41,7 @@ fn main() -> anyhow::Result<()> {
     let long = sleep_ms::remote(60_000);
     println!("first={first}");
 
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !go.exists() {
-        if Instant::now() > deadline {
-            bail!("{} never appeared", go.display());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    starling_examples::wait_for_file(&go, Duration::from_secs(120))?;
     let t = Instant::now();
     match starling::get_timeout(&long, Duration::from_secs(30)) {
         Err(starling::Error::HeadLost { .. }) => println!("in_flight=HeadLost"),

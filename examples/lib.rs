@@ -28,3 +28,15 @@ pub fn this_node() -> u64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
 }
+
+/// Waits until `path` exists (a test's signal to go on), for at most `within`.
+pub fn wait_for_file(path: &std::path::Path, within: std::time::Duration) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + within;
+    while !path.exists() {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("{} never appeared", path.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}

@@ -749,17 +749,7 @@ fn a_lost_node_s_objects_are_made_again_from_lineage() {
         "cluster_lineage",
         &["--go", go.to_str().expect("utf-8 path")],
     );
-    let deadline = Instant::now() + PAYLOAD;
-    let node = loop {
-        let text = std::fs::read_to_string(&out).unwrap_or_default();
-        if let Some(v) = text.lines().find_map(|l| l.strip_prefix("stored_on=")) {
-            break v.trim().to_string();
-        }
-        if Instant::now() > deadline {
-            c.fail("the payload never stored its object");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let node = c.wait_line(&out, "stored_on=", "the payload never stored its object");
     c.kill_node(&node);
     std::fs::write(&go, b"").expect("write the go file");
     let p = c.wait_payload("cluster_lineage", &out, PAYLOAD);
@@ -790,16 +780,8 @@ fn a_driver_carries_on_after_its_head_restarts() {
         "cluster_reconnect",
         &["--go", go.to_str().expect("utf-8 path")],
     );
-    let deadline = Instant::now() + PAYLOAD;
-    while !std::fs::read_to_string(&out)
-        .unwrap_or_default()
-        .contains("first=3")
-    {
-        if Instant::now() > deadline {
-            c.fail("the payload's first task never finished");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let first = c.wait_line(&out, "first=", "the payload's first task never finished");
+    c.check(first == "3", &format!("the first task gave {first}, not 3"));
     c.restart_head();
     c.wait_alive(1);
     std::fs::write(&go, b"").expect("write the go file");
@@ -1243,6 +1225,22 @@ impl Cluster {
 
     /// Waits until the payload named `name` exits; fails unless it succeeds. Returns its
     /// `key=value` lines.
+    /// The rest of the first line of a running payload's `stdout` that starts with `prefix`,
+    /// waiting for it up to [`PAYLOAD`] (failing with `what` then).
+    fn wait_line(&self, stdout: &Path, prefix: &str, what: &str) -> String {
+        let deadline = Instant::now() + PAYLOAD;
+        loop {
+            let text = std::fs::read_to_string(stdout).unwrap_or_default();
+            if let Some(v) = text.lines().find_map(|l| l.strip_prefix(prefix)) {
+                return v.trim().to_string();
+            }
+            if Instant::now() > deadline {
+                self.fail(what);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn wait_payload(&mut self, name: &str, stdout: &Path, within: Duration) -> Payload {
         let Some(i) = self.procs.iter().position(|p| p.name == name) else {
             self.fail(&format!("no process {name}"))
