@@ -751,6 +751,9 @@ fn a_lost_node_s_objects_are_made_again_from_lineage() {
     );
     let node = c.wait_line(&out, "stored_on=", "the payload never stored its object");
     c.kill_node(&node);
+    // The head has noticed (the agent's connection dropped) before the object is read; until
+    // then the dying node's worker processes may still be handed work for a few milliseconds.
+    c.wait_alive(1);
     std::fs::write(&go, b"").expect("write the go file");
     let p = c.wait_payload("cluster_lineage", &out, PAYLOAD);
     c.check(
