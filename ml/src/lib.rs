@@ -12,6 +12,7 @@ pub mod data;
 pub mod hist;
 pub mod model;
 pub mod params;
+mod partition;
 mod scratch;
 pub mod sketch;
 pub mod train;

@@ -1,6 +1,6 @@
 //! Node-local scratch: per-row state of a shard kept between its tasks in memory-mapped files
-//! on the node: where each row is in the tree being grown (`pos`), and the rows' margins and
-//! fixed-point gradients (`mar`).
+//! on the node: the rows grouped by the tree node they are at in the tree being grown (`part`,
+//! see [`crate::partition`]), and the rows' margins and fixed-point gradients (`mar`).
 //!
 //! Any worker process on the node continues where the previous task left off, updating the
 //! file in place: nothing is copied, nothing goes through the object store. A file's stamp says
@@ -13,9 +13,11 @@
 
 use std::fs::OpenOptions;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
-use memmap2::MmapMut;
+use memmap2::{MmapMut, MmapOptions};
 
 /// Bytes before the positions: magic, round, depth, rows.
 const HEADER: usize = 16;
@@ -34,8 +36,8 @@ fn dir() -> PathBuf {
     }
 }
 
-/// Row positions.
-pub const POSITIONS: &str = "pos";
+/// Rows grouped by tree node.
+pub const PARTITION: &str = "part";
 /// Margins then gradients.
 pub const MARGINS: &str = "mar";
 
@@ -45,38 +47,90 @@ fn path(fit: u64, rank: u32, kind: &str) -> PathBuf {
 
 /// One shard's scratch file of `len` 32-bit words, mapped.
 pub struct Scratch {
-    map: MmapMut,
+    map: Option<MmapMut>,
     len: usize,
+    key: Key,
 }
+
+/// What a mapping is of: the file's path, inode and size.
+#[derive(Clone, PartialEq, Eq)]
+struct Key {
+    fit: u64,
+    path: PathBuf,
+    inode: u64,
+    size: u64,
+}
+
+/// Mappings this process keeps between tasks (of the latest fit only): a fresh mapping costs
+/// a page fault per page touched, which for a shard's scratch is as much as the level pass.
+/// A mapping is reused only while its file is the same file (same inode) of the same size.
+static MAPPED: Mutex<Vec<(Key, MmapMut)>> = Mutex::new(Vec::new());
+
+/// Most mappings kept.
+const KEEP: usize = 16;
 
 impl Scratch {
     /// Opens (creating it if needed) the `kind` file of shard `rank` of `fit`, sized for `len`
     /// words. A new or resized file has no valid stamp.
     pub fn open(fit: u64, rank: u32, kind: &str, len: usize) -> io::Result<Self> {
+        let path = path(fit, rank, kind);
+        let size = (HEADER + 4 * len) as u64;
+        if let Ok(meta) = std::fs::metadata(&path) {
+            let key = Key {
+                fit,
+                path: path.clone(),
+                inode: meta.ino(),
+                size,
+            };
+            let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+            if meta.len() == size {
+                if let Some(at) = mapped.iter().position(|(k, _)| *k == key) {
+                    let (key, map) = mapped.swap_remove(at);
+                    return Ok(Scratch {
+                        map: Some(map),
+                        len,
+                        key,
+                    });
+                }
+            }
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(path(fit, rank, kind))?;
-        let size = (HEADER + 4 * len) as u64;
-        if file.metadata()?.len() != size {
+            .open(&path)?;
+        let meta = file.metadata()?;
+        if meta.len() != size {
             file.set_len(0)?;
             file.set_len(size)?;
         }
         // SAFETY: the file is this fit's own scratch, written only by the tasks of one shard,
         // which the driver runs one at a time; nothing else truncates it while it is mapped.
-        let map = unsafe { MmapMut::map_mut(&file)? };
-        Ok(Scratch { map, len })
+        let map = unsafe { MmapOptions::new().populate().map_mut(&file)? };
+        Ok(Scratch {
+            map: Some(map),
+            len,
+            key: Key {
+                fit,
+                path,
+                inode: meta.ino(),
+                size,
+            },
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.map.as_deref().expect("mapped until dropped")
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.map.as_deref_mut().expect("mapped until dropped")
     }
 
     fn word(&self, i: usize) -> u32 {
-        u32::from_le_bytes([
-            self.map[4 * i],
-            self.map[4 * i + 1],
-            self.map[4 * i + 2],
-            self.map[4 * i + 3],
-        ])
+        let b = self.bytes();
+        u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
     }
 
     /// The `(round, depth)` the positions are after, if the file holds a complete set.
@@ -95,13 +149,14 @@ impl Scratch {
             .into_iter()
             .enumerate()
         {
-            self.map[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+            self.bytes_mut()[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
         }
     }
 
     /// The words, to read and update in place.
     pub fn as_mut_slice(&mut self) -> &mut [u32] {
-        let bytes = &mut self.map[HEADER..HEADER + 4 * self.len];
+        let len = self.len;
+        let bytes = &mut self.bytes_mut()[HEADER..HEADER + 4 * len];
         // SAFETY: a mapping starts on a page boundary and HEADER is a multiple of 4, so the
         // bytes are aligned for u32; every bit pattern is a valid u32; the length is exact.
         unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u32>(), self.len) }
@@ -122,9 +177,27 @@ impl Scratch {
     }
 }
 
-/// Removes the scratch files of shard `rank` of `fit` (if any).
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let Some(map) = self.map.take() else { return };
+        let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+        // Only the latest fit's mappings stay (an earlier fit's files are gone or going).
+        mapped.retain(|(k, _)| k.fit == self.key.fit && k.path != self.key.path);
+        if mapped.len() < KEEP {
+            mapped.push((self.key.clone(), map));
+        }
+    }
+}
+
+/// Removes the scratch files of shard `rank` of `fit` (if any), and this process's mappings
+/// of them.
 pub fn remove(fit: u64, rank: u32) {
-    for kind in [POSITIONS, MARGINS] {
+    let paths = [path(fit, rank, PARTITION), path(fit, rank, MARGINS)];
+    MAPPED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(k, _)| !paths.contains(&k.path));
+    for kind in [PARTITION, MARGINS] {
         let _ = std::fs::remove_file(path(fit, rank, kind));
     }
 }
@@ -136,24 +209,25 @@ mod tests {
     #[test]
     fn positions_persist_between_openings_with_their_stamp() {
         let fit = 0x7e57_0000_0000_0001 ^ u64::from(std::process::id());
-        let mut p = Scratch::open(fit, 3, POSITIONS, 5).unwrap();
+        let mut p = Scratch::open(fit, 3, PARTITION, 5).unwrap();
         assert_eq!(p.stamp(), None, "a new file has no stamp");
         p.as_mut_slice().copy_from_slice(&[1, 2, 3, 4, 5]);
         p.set_stamp(Some((7, 2)));
         drop(p);
-        let mut q = Scratch::open(fit, 3, POSITIONS, 5).unwrap();
+        let mut q = Scratch::open(fit, 3, PARTITION, 5).unwrap();
         assert_eq!(q.stamp(), Some((7, 2)));
         assert_eq!(q.as_mut_slice(), &[1, 2, 3, 4, 5]);
         drop(q);
         // Another size: the old contents do not count.
-        let mut r = Scratch::open(fit, 3, POSITIONS, 6).unwrap();
+        let mut r = Scratch::open(fit, 3, PARTITION, 6).unwrap();
         assert_eq!(r.stamp(), None);
         let (f, i) = r.f32s_and_i32s(2);
         f[1] = -1.5;
         i[3] = -7;
         assert_eq!(r.as_mut_slice()[1], (-1.5f32).to_bits());
         assert_eq!(r.as_mut_slice()[5], (-7i32) as u32);
+        drop(r);
         remove(fit, 3);
-        assert!(!path(fit, 3, POSITIONS).exists());
+        assert!(!path(fit, 3, PARTITION).exists());
     }
 }

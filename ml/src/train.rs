@@ -25,6 +25,7 @@ use starling::{Bytes, ObjectRef};
 use crate::data::{DataConnector, Frame};
 use crate::hist::{self, GradSum, Hist, SplitParams};
 use crate::params::{Params, ScalingConfig};
+use crate::partition::{self, Partition};
 use crate::scratch;
 use crate::sketch::{Cuts, Summary};
 use crate::{MlError, Model, Objective, Tree};
@@ -125,6 +126,15 @@ pub struct RoundCtx {
     subsample: f64,
     seed: u64,
     fit: u64,
+    /// Deepest a tree grows (bounds the row groups a shard keeps).
+    max_depth: u32,
+}
+
+impl RoundCtx {
+    /// Most leaves a tree can have.
+    fn leaves(&self) -> usize {
+        1usize << self.max_depth.min(30)
+    }
 }
 
 /// Every tree grown so far, round by round (one per class per round), in bin space: what a
@@ -437,7 +447,7 @@ fn margins_scratch(
     file.set_stamp(None);
     let (margins, grads) = file.split(len);
     match end {
-        Some(end) if continues => add_round(shard, margins, end, rank),
+        Some(end) if continues => add_round(shard, margins, end, rank, ctx.leaves()),
         _ => margins_from(shard, forest, ctx, margins),
     }
     gradients_into(shard, margins, grads, ctx);
@@ -577,37 +587,61 @@ impl Router {
     }
 }
 
-/// Adds the round `end` finished to `margins`, from the rows' positions after its last level
+/// Groups rows by node after `applied` (per class): every row walked from the root.
+fn partition_from(shard: &ShardData, applied: &[Vec<SplitRule>], words: &mut [u32]) {
+    let k = applied.len();
+    let n = shard.n_rows as usize;
+    let mut positions = vec![0u32; n * k];
+    positions_from(shard, applied, &mut positions);
+    for (c, block) in words.chunks_exact_mut(words.len() / k.max(1)).enumerate() {
+        let mut p = Partition::open(block, n);
+        p.group_by_position(|i| positions[i * k + c]);
+        p.store();
+    }
+}
+
+/// Adds the round `end` finished to `margins`, from the rows' groups after its last level
 /// (kept in scratch, or recomputed from its splits).
-fn add_round(shard: &ShardData, margins: &mut [f32], end: &RoundEnd, rank: u32) {
+fn add_round(shard: &ShardData, margins: &mut [f32], end: &RoundEnd, rank: u32, leaves: usize) {
     let k = end.classes.len();
     let nf = shard.n_features as usize;
-    let len = shard.n_rows as usize * k;
-    let mut file = scratch::Scratch::open(end.fit, rank, scratch::POSITIONS, len).ok();
+    let n = shard.n_rows as usize;
+    let per = partition::words(n, leaves);
+    let mut file = scratch::Scratch::open(end.fit, rank, scratch::PARTITION, per * k).ok();
     let mut own = Vec::new();
-    let positions: &[u32] = match &mut file {
+    let words: &mut [u32] = match &mut file {
         Some(f) if f.stamp() == Some((end.round, end.depth)) => f.as_mut_slice(),
         _ => {
-            own.resize(len, 0);
-            positions_from(shard, &end.applied, &mut own);
-            &own
+            own.resize(per * k, 0);
+            partition_from(shard, &end.applied, &mut own);
+            &mut own
         }
     };
-    for (c, ce) in end.classes.iter().enumerate() {
+    for ((c, ce), block) in end
+        .classes
+        .iter()
+        .enumerate()
+        .zip(words.chunks_exact_mut(per))
+    {
         let router = Router::new(&ce.rules);
-        for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
-            let p = router.route(positions[i * k + c], row);
-            margins[i * k + c] += ce.values[p as usize];
+        let p = Partition::open(block, n);
+        for g in &p.groups {
+            for &i in p.rows(g) {
+                let i = i as usize;
+                let q = router.route(g.node, &shard.bins[i * nf..(i + 1) * nf]);
+                margins[i * k + c] += ce.values[q as usize];
+            }
         }
     }
 }
 
-/// Moves rows down the plan's splits and builds the requested histograms, in one pass over
-/// the rows (split over `plan.threads` threads).
+/// Splits the rows of the plan's split nodes and builds the requested histograms from each
+/// built node's rows (the building split over `plan.threads` threads). `words` holds one
+/// partition block per class.
 fn level(
     shard: &ShardData,
     grads: &[i32],
-    positions: &mut [u32],
+    words: &mut [u32],
     plan: &LevelPlan,
     cuts: &Cuts,
 ) -> Hist {
@@ -615,72 +649,108 @@ fn level(
     let n = shard.n_rows as usize;
     let nf = shard.n_features as usize;
     let bins: &[u8] = &shard.bins;
-    // Slots: class by class, nodes in the plan's order.
-    let mut slot_of: Vec<Vec<i32>> = Vec::with_capacity(k);
+    let per = words.len() / k.max(1);
+    // Split, then list the built nodes' rows: (class, slot, start, end).
+    let mut work: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut slots = 0usize;
-    for cp in &plan.classes {
-        let top = cp.build.iter().copied().max().map_or(0, |m| m as usize + 1);
-        let mut t = vec![-1i32; top];
-        for b in &cp.build {
-            t[*b as usize] = slots as i32;
-            slots += 1;
-        }
-        slot_of.push(t);
-    }
-    let (offsets, total_bins) = cuts.offsets();
-    let threads = (plan.threads as usize).clamp(1, 64).min(n.max(1));
-    let chunk = n.div_ceil(threads).max(1);
-    let routers: Vec<Router> = plan
+    let mut tmp = Vec::new();
+    for ((c, cp), block) in plan
         .classes
         .iter()
-        .map(|cp| Router::new(&cp.splits))
-        .collect();
-    let build = |first: usize, pos: &mut [u32]| {
+        .enumerate()
+        .zip(words.chunks_exact_mut(per))
+    {
+        let mut p = Partition::open(block, n);
+        let at = p.index();
+        for rule in &cp.splits {
+            let Some(&e) = at.get(&rule.node) else {
+                continue;
+            };
+            let (f, bin, default_left) = (rule.feature as usize, rule.bin, rule.default_left);
+            p.split(e, (rule.left, rule.right), &mut tmp, |i| {
+                let code = bins[i * nf + f];
+                if code == crate::sketch::MISSING {
+                    !default_left
+                } else {
+                    code > bin
+                }
+            });
+        }
+        let at = p.index();
+        for b in &cp.build {
+            if let Some(&e) = at.get(b) {
+                let g = p.groups[e];
+                work.push((c, slots, c * per + g.start, c * per + g.end));
+            }
+            slots += 1;
+        }
+        p.store();
+    }
+    let words: &[u32] = words;
+    let (offsets, total_bins) = cuts.offsets();
+    let build = |items: &[(usize, usize, usize, usize)]| {
         let mut h = Hist::zeros(slots, total_bins);
-        let count = pos.len() / k.max(1);
-        for c in 0..k {
-            let (router, table) = (&routers[c], &slot_of[c]);
-            for j in 0..count {
-                let i = first + j;
-                let row = &bins[i * nf..(i + 1) * nf];
-                let at = &mut pos[j * k + c];
-                let p = router.route(*at, row);
-                *at = p;
-                let s = match table.get(p as usize) {
-                    Some(&s) if s >= 0 => s as usize,
-                    _ => continue,
-                };
+        for &(c, s, a, b) in items {
+            for &i in &words[a..b] {
+                let i = i as usize;
                 let gs = GradSum {
                     g: i64::from(grads[2 * (i * k + c)]),
                     h: i64::from(grads[2 * (i * k + c) + 1]),
                 };
-                h.add_row(s, row, &offsets, gs);
+                h.add_row(s, &bins[i * nf..(i + 1) * nf], &offsets, gs);
             }
         }
         h
     };
+    let threads = (plan.threads as usize).clamp(1, 64);
     if threads <= 1 {
-        build(0, positions)
-    } else {
-        std::thread::scope(|s| {
-            let parts: Vec<_> = positions
-                .chunks_mut(chunk * k)
-                .enumerate()
-                .map(|(t, pos)| {
-                    let build = &build;
-                    s.spawn(move || build(t * chunk, pos))
-                })
-                .collect();
-            let mut total = Hist::zeros(slots, total_bins);
-            for p in parts {
-                match p.join() {
-                    Ok(h) => total.add(&h),
-                    Err(e) => std::panic::resume_unwind(e),
-                }
-            }
-            total
-        })
+        return build(&work);
     }
+    let parts = cut_work(&work, threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = parts
+            .iter()
+            .map(|items| {
+                let build = &build;
+                s.spawn(move || build(items))
+            })
+            .collect();
+        let mut total = Hist::zeros(slots, total_bins);
+        for p in parts {
+            match p.join() {
+                Ok(h) => total.add(&h),
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        }
+        total
+    })
+}
+
+/// Cuts row ranges `(class, slot, start, end)` into `threads` lists of about as many rows.
+fn cut_work(
+    work: &[(usize, usize, usize, usize)],
+    threads: usize,
+) -> Vec<Vec<(usize, usize, usize, usize)>> {
+    let total: usize = work.iter().map(|w| w.3 - w.2).sum();
+    let share = total.div_ceil(threads).max(1);
+    let mut parts = vec![Vec::new()];
+    let mut filled = 0;
+    for &(c, s, mut a, b) in work {
+        while a < b {
+            let take = (share - filled).min(b - a);
+            parts
+                .last_mut()
+                .expect("one part")
+                .push((c, s, a, a + take));
+            a += take;
+            filled += take;
+            if filled == share {
+                parts.push(Vec::new());
+                filled = 0;
+            }
+        }
+    }
+    parts
 }
 
 #[starling::remote]
@@ -694,30 +764,39 @@ fn ml_level(
 ) -> HistMsg {
     debug_assert_eq!(ready.round, plan.ctx.round);
     let k = plan.classes.len();
-    let len = shard.n_rows as usize * k;
+    let n = shard.n_rows as usize;
+    let len = n * k;
     // The margins task left them in scratch; rebuilt here if this runs elsewhere.
     let mut margins = margins_scratch(&shard, &forest, None, rank, &plan.ctx);
     let (_, grads) = margins.split(len);
     let before = plan.depth.checked_sub(1).map(|d| (plan.ctx.round, d));
-    let hist = match scratch::Scratch::open(plan.ctx.fit, rank, scratch::POSITIONS, len) {
+    let per = partition::words(n, plan.ctx.leaves());
+    // The rows' groups as the previous level left them: from scratch, or made again.
+    let prepare = |words: &mut [u32], valid: bool| {
+        if before.is_none() {
+            for block in words.chunks_exact_mut(per) {
+                let mut p = Partition::open(block, n);
+                p.reset();
+                p.store();
+            }
+        } else if !valid {
+            partition_from(&shard, &plan.applied, words);
+        }
+    };
+    let hist = match scratch::Scratch::open(plan.ctx.fit, rank, scratch::PARTITION, per * k) {
         Ok(mut file) => {
             let valid = before.is_some() && file.stamp() == before;
             file.set_stamp(None);
-            let positions = file.as_mut_slice();
-            if before.is_none() {
-                positions.fill(0);
-            } else if !valid {
-                positions_from(&shard, &plan.applied, positions);
-            }
-            let hist = level(&shard, grads, positions, &plan, &cuts);
+            prepare(file.as_mut_slice(), valid);
+            let hist = level(&shard, grads, file.as_mut_slice(), &plan, &cuts);
             file.set_stamp(Some((plan.ctx.round, plan.depth)));
             hist
         }
         Err(_) => {
-            // No scratch space: positions from the splits, kept in memory for this task only.
-            let mut positions = vec![0u32; len];
-            positions_from(&shard, &plan.applied, &mut positions);
-            level(&shard, grads, &mut positions, &plan, &cuts)
+            // No scratch space: groups from the splits, kept in memory for this task only.
+            let mut words = vec![0u32; per * k];
+            prepare(&mut words, false);
+            level(&shard, grads, &mut words, &plan, &cuts)
         }
     };
     HistMsg::from_hist(&hist)
@@ -1092,6 +1171,7 @@ impl GbdtEstimator {
                 subsample: p.subsample,
                 seed: p.seed,
                 fit,
+                max_depth: p.max_depth as u32,
             };
             let forest_ref = starling::put(forest.clone())?;
             let ready: Vec<ObjectRef<MarginsReady>> = shards
