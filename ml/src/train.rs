@@ -141,13 +141,6 @@ impl RoundCtx {
 /// task needs to rebuild a shard's margins from nothing.
 pub type Forest = Vec<Vec<Vec<BinNode>>>;
 
-/// Says a shard's margins and gradients for a round are in its node's scratch (the level tasks
-/// take it, so they run after the margins task).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-pub struct MarginsReady {
-    round: u32,
-}
-
 /// A tree node in bin space, as the workers route rows.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BinNode {
@@ -225,8 +218,10 @@ pub struct LevelPlan {
     ctx: RoundCtx,
     /// Depth of the nodes whose histograms are built.
     depth: u32,
-    /// Per class, the splits of the round's earlier levels (to recompute positions).
+    /// Per class, the splits of the round's earlier levels (to recompute the row groups).
     applied: Vec<Vec<SplitRule>>,
+    /// At the root: how the previous round ended, to bring the margins up to this round.
+    end: Option<RoundEnd>,
 }
 
 /// A histogram as it travels (one block of little-endian i64s).
@@ -249,6 +244,21 @@ impl HistMsg {
             bins: self.bins as usize,
             data: i64s(&self.data),
         }
+    }
+}
+
+impl Hist {
+    /// Adds a histogram as it travels into this one (same shape).
+    fn add_msg(&mut self, m: &HistMsg) -> Result<(), MlError> {
+        if m.bins as usize != self.bins || m.data.len() != 8 * self.data.len() {
+            return Err(MlError::Shape(
+                "shards sent histograms of different shapes".into(),
+            ));
+        }
+        for (a, b) in self.data.iter_mut().zip(m.data.chunks_exact(8)) {
+            *a += i64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+        Ok(())
     }
 }
 
@@ -492,18 +502,6 @@ impl MarginsFile {
             }
         }
     }
-}
-
-#[starling::remote]
-fn ml_margins(
-    shard: ShardData,
-    forest: Forest,
-    end: Option<RoundEnd>,
-    rank: u32,
-    ctx: RoundCtx,
-) -> MarginsReady {
-    margins_scratch(&shard, &forest, end.as_ref(), rank, &ctx);
-    MarginsReady { round: ctx.round }
 }
 
 /// Adds one round's trees (one per class) to margins, walking each tree from its root.
@@ -754,20 +752,13 @@ fn cut_work(
 }
 
 #[starling::remote]
-fn ml_level(
-    shard: ShardData,
-    ready: MarginsReady,
-    forest: Forest,
-    plan: LevelPlan,
-    rank: u32,
-    cuts: Cuts,
-) -> HistMsg {
-    debug_assert_eq!(ready.round, plan.ctx.round);
+fn ml_level(shard: ShardData, forest: Forest, plan: LevelPlan, rank: u32, cuts: Cuts) -> HistMsg {
     let k = plan.classes.len();
     let n = shard.n_rows as usize;
     let len = n * k;
-    // The margins task left them in scratch; rebuilt here if this runs elsewhere.
-    let mut margins = margins_scratch(&shard, &forest, None, rank, &plan.ctx);
+    // The root level brings them up to this round; the other levels find them in scratch
+    // (rebuilt from the forest if this runs elsewhere).
+    let mut margins = margins_scratch(&shard, &forest, plan.end.as_ref(), rank, &plan.ctx);
     let (_, grads) = margins.split(len);
     let before = plan.depth.checked_sub(1).map(|d| (plan.ctx.round, d));
     let per = partition::words(n, plan.ctx.leaves());
@@ -808,10 +799,10 @@ fn ml_forget(fit: u64, rank: u32) {
 }
 
 #[starling::remote]
-fn ml_sum_hists(a: HistMsg, b: HistMsg) -> HistMsg {
+fn ml_sum_hists(a: HistMsg, b: HistMsg) -> Result<HistMsg, MlError> {
     let mut h = a.to_hist();
-    h.add(&b.to_hist());
-    HistMsg::from_hist(&h)
+    h.add_msg(&b)?;
+    Ok(HistMsg::from_hist(&h))
 }
 
 /// The loss of one row's margins (summed per row; the metric averages).
@@ -1174,25 +1165,12 @@ impl GbdtEstimator {
                 max_depth: p.max_depth as u32,
             };
             let forest_ref = starling::put(forest.clone())?;
-            let ready: Vec<ObjectRef<MarginsReady>> = shards
-                .iter()
-                .enumerate()
-                .map(|(r, s)| {
-                    place.on(r, ml_margins::options()).remote(
-                        s,
-                        &forest_ref,
-                        end.clone(),
-                        r as u32,
-                        ctx.clone(),
-                    )
-                })
-                .collect();
             let allowed: Vec<Vec<bool>> = (0..k)
                 .map(|c| feature_sample(p, cols.len(), round, c))
                 .collect();
             let grown = grow_round(
                 &place,
-                (&shards, &ready, &forest_ref),
+                (&shards, &forest_ref, end.take()),
                 &cuts,
                 &cuts_ref,
                 &split,
@@ -1390,7 +1368,6 @@ pinned!(
     __starling_options_ml_load,
     __starling_options_ml_summarize,
     __starling_options_ml_bin,
-    __starling_options_ml_margins,
     __starling_options_ml_level,
     __starling_options_ml_forget,
     __starling_options_ml_sum_hists,
@@ -1400,11 +1377,12 @@ pinned!(
     __starling_options_ml_predict
 );
 
-/// Sums the shards' histograms by a tree of tasks, each pair summed on the first one's node;
-/// only the total reaches the driver.
+/// Sums the shards' histograms by a tree of tasks, each pair summed on the first one's node,
+/// down to two, which the driver fetches together and adds: the driver reads two histograms
+/// per level however many workers there are, and the last sum costs no task hop.
 fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlError> {
     let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = outs.into_iter().enumerate().collect();
-    while hists.len() > 1 {
+    while hists.len() > 2 {
         let mut next = Vec::with_capacity(hists.len().div_ceil(2));
         let mut it = hists.into_iter();
         while let Some((r, a)) = it.next() {
@@ -1415,10 +1393,16 @@ fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlEr
         }
         hists = next;
     }
-    let (_, total) = hists
-        .pop()
-        .ok_or_else(|| MlError::Param("no shards".into()))?;
-    Ok(starling::get(&total)?.to_hist())
+    let last: Vec<ObjectRef<HistMsg>> = hists.into_iter().map(|(_, h)| h).collect();
+    let mut parts = starling::get_all(&last)?.into_iter();
+    let mut total = parts
+        .next()
+        .ok_or_else(|| MlError::Param("no shards".into()))?
+        .to_hist();
+    for p in parts {
+        total.add_msg(&p)?;
+    }
+    Ok(total)
 }
 
 /// A tree as grown: bin-space nodes plus what the model keeps of each.
@@ -1508,10 +1492,10 @@ struct Grown {
 #[allow(clippy::too_many_arguments)]
 fn grow_round(
     place: &Placement,
-    (shards, ready, forest): (
+    (shards, forest, end): (
         &[ObjectRef<ShardData>],
-        &[ObjectRef<MarginsReady>],
         &ObjectRef<Forest>,
+        Option<RoundEnd>,
     ),
     cuts: &Cuts,
     cuts_ref: &ObjectRef<Cuts>,
@@ -1524,17 +1508,11 @@ fn grow_round(
     let run_level = |plan: &LevelPlan| -> Result<Hist, MlError> {
         let outs: Vec<ObjectRef<HistMsg>> = shards
             .iter()
-            .zip(ready)
             .enumerate()
-            .map(|(r, (s, m))| {
-                place.on(r, ml_level::options()).remote(
-                    s,
-                    m,
-                    forest,
-                    plan.clone(),
-                    r as u32,
-                    cuts_ref,
-                )
+            .map(|(r, s)| {
+                place
+                    .on(r, ml_level::options())
+                    .remote(s, forest, plan.clone(), r as u32, cuts_ref)
             })
             .collect();
         reduce(place, outs)
@@ -1550,6 +1528,7 @@ fn grow_round(
         ctx: ctx.clone(),
         depth: 0,
         applied: vec![Vec::new(); k],
+        end,
     };
     let hist = run_level(&root_plan)?;
     let mut applied: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
@@ -1571,6 +1550,7 @@ fn grow_round(
             ctx: ctx.clone(),
             depth: depth as u32 + 1,
             applied: applied.clone(),
+            end: None,
         };
         let mut pending: Vec<Vec<Pending>> = vec![Vec::new(); k];
         for c in 0..k {
