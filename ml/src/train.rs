@@ -606,29 +606,31 @@ fn add_round(shard: &ShardData, margins: &mut [f32], end: &RoundEnd, rank: u32, 
     let n = shard.n_rows as usize;
     let per = partition::words(n, leaves);
     let mut file = scratch::Scratch::open(end.fit, rank, scratch::PARTITION, per * k).ok();
-    let mut own = Vec::new();
-    let words: &mut [u32] = match &mut file {
-        Some(f) if f.stamp() == Some((end.round, end.depth)) => f.as_mut_slice(),
-        _ => {
-            own.resize(per * k, 0);
-            partition_from(shard, &end.applied, &mut own);
-            &mut own
+    // Each row's node: scattered from the groups (a small array, so the scatter stays in
+    // cache), then every row is walked in order, reading the bins and margins sequentially.
+    let mut positions = vec![0u32; n * k];
+    match &mut file {
+        Some(f) if f.stamp() == Some((end.round, end.depth)) => {
+            for (c, block) in f.as_mut_slice().chunks_exact_mut(per).enumerate() {
+                let p = Partition::open(block, n);
+                for g in &p.groups {
+                    for &i in p.rows(g) {
+                        positions[i as usize * k + c] = g.node;
+                    }
+                }
+            }
         }
-    };
-    for ((c, ce), block) in end
+        _ => positions_from(shard, &end.applied, &mut positions),
+    }
+    let routers: Vec<Router> = end
         .classes
         .iter()
-        .enumerate()
-        .zip(words.chunks_exact_mut(per))
-    {
-        let router = Router::new(&ce.rules);
-        let p = Partition::open(block, n);
-        for g in &p.groups {
-            for &i in p.rows(g) {
-                let i = i as usize;
-                let q = router.route(g.node, &shard.bins[i * nf..(i + 1) * nf]);
-                margins[i * k + c] += ce.values[q as usize];
-            }
+        .map(|ce| Router::new(&ce.rules))
+        .collect();
+    for (i, row) in shard.bins.chunks_exact(nf.max(1)).enumerate() {
+        for (c, (ce, router)) in end.classes.iter().zip(&routers).enumerate() {
+            let q = router.route(positions[i * k + c], row);
+            margins[i * k + c] += ce.values[q as usize];
         }
     }
 }
