@@ -112,6 +112,9 @@ pub struct ShardData {
     row_offset: u64,
     /// Row-major bin codes.
     bins: Bytes,
+    /// The same codes column-major: splitting a node's rows reads one feature's codes, which
+    /// as a column (a byte per row) stay in cache where the rows do not.
+    columns: Bytes,
     labels: Bytes,
 }
 
@@ -357,11 +360,20 @@ fn check_labels(labels: &[f32], objective: Objective) -> Result<(), MlError> {
 #[starling::remote]
 fn ml_bin(raw: RawShard, cuts: Cuts, row_offset: u64) -> ShardData {
     let n = raw.n_rows as usize;
+    let nf = raw.columns.len();
+    let bins = cuts.bin_columns(&raw.columns(), n);
+    let mut columns = vec![0u8; bins.len()];
+    for (i, row) in bins.chunks_exact(nf.max(1)).enumerate() {
+        for (f, &b) in row.iter().enumerate() {
+            columns[f * n + i] = b;
+        }
+    }
     ShardData {
         n_rows: raw.n_rows,
-        n_features: raw.columns.len() as u32,
+        n_features: nf as u32,
         row_offset,
-        bins: Bytes::new(cuts.bin_columns(&raw.columns(), n)),
+        bins: Bytes::new(bins),
+        columns: Bytes::new(columns),
         labels: raw.labels.clone(),
     }
 }
@@ -667,8 +679,9 @@ fn level(
                 continue;
             };
             let (f, bin, default_left) = (rule.feature as usize, rule.bin, rule.default_left);
+            let column = &shard.columns[f * n..(f + 1) * n];
             p.split(e, (rule.left, rule.right), &mut tmp, |i| {
-                let code = bins[i * nf + f];
+                let code = column[i];
                 if code == crate::sketch::MISSING {
                     !default_left
                 } else {
