@@ -462,6 +462,19 @@ fn split_fields<'a>(line: &'a str, out: &mut Vec<std::borrow::Cow<'a, str>>) -> 
 }
 
 /// A CSV value: `None` when missing (empty, `NA`, `NaN`, `nan`), `Some(Err)` when not a number.
+/// [`parse_value`] of a field's bytes (a field that is not UTF-8 is not a number).
+fn parse_bytes(field: &[u8]) -> Option<Result<f32, ()>> {
+    let field = field.trim_ascii();
+    match field {
+        b"" | b"NA" | b"NaN" | b"nan" => None,
+        _ => Some(
+            std::str::from_utf8(field)
+                .map_err(|_| ())
+                .and_then(|f| f.parse::<f32>().map_err(|_| ())),
+        ),
+    }
+}
+
 fn parse_value(field: &str) -> Option<Result<f32, ()>> {
     let field = field.trim();
     match field {
@@ -532,6 +545,7 @@ fn load_csv_shard(
     let mut n_rows = 0usize;
     let mut detail = String::new();
     let mut line = Vec::new();
+    let mut ranges: Vec<(usize, usize)> = Vec::with_capacity(columns.len());
 
     // Global offset of the current file's first data byte.
     let mut base = 0u64;
@@ -569,7 +583,7 @@ fn load_csv_shard(
                 .map_err(|e| io_err(path, e))?;
             start - 1
         };
-        let mut reader = BufReader::new(file);
+        let mut reader = BufReader::with_capacity(1 << 20, file);
         if start > 0 {
             line.clear();
             let n = reader
@@ -592,6 +606,51 @@ fn load_csv_shard(
                 continue;
             }
             let location = || csv_location(path, line_offset);
+            if !text.contains(&b'"') {
+                // The common case, without quotes: fields are the bytes between commas.
+                ranges.clear();
+                let mut from = 0;
+                for (i, &b) in text.iter().enumerate() {
+                    if b == b',' {
+                        ranges.push((from, i));
+                        from = i + 1;
+                    }
+                }
+                ranges.push((from, text.len()));
+                if ranges.len() != columns.len() {
+                    return Err(format_err(
+                        location(),
+                        format!("{} fields, the header has {}", ranges.len(), columns.len()),
+                    ));
+                }
+                let field = |j: usize| &text[ranges[j].0..ranges[j].1];
+                let not_numeric = |j: usize| MlError::NotNumeric {
+                    location: location(),
+                    column: columns[j].clone(),
+                    value: String::from_utf8_lossy(field(j)).trim().to_string(),
+                };
+                for (out, &j) in frame_columns.iter_mut().zip(&features) {
+                    match parse_bytes(field(j)) {
+                        None => out.push(f32::NAN),
+                        Some(Ok(v)) => out.push(v),
+                        Some(Err(())) => return Err(not_numeric(j)),
+                    }
+                }
+                if let (Some(labels), Some(j)) = (labels.as_mut(), label) {
+                    match parse_bytes(field(j)) {
+                        Some(Ok(v)) if !v.is_nan() => labels.push(v),
+                        Some(Err(())) => return Err(not_numeric(j)),
+                        _ => {
+                            return Err(format_err(
+                                location(),
+                                format!("label column {:?} is missing", columns[j]),
+                            ))
+                        }
+                    }
+                }
+                n_rows += 1;
+                continue;
+            }
             let text =
                 std::str::from_utf8(text).map_err(|_| format_err(location(), "not UTF-8"))?;
             let mut fields = Vec::with_capacity(columns.len());

@@ -33,7 +33,7 @@ impl Summary {
     /// Summarizes a column (NaNs are left out).
     pub fn of_column(values: &[f32]) -> Self {
         let mut v: Vec<f32> = values.iter().copied().filter(|x| !x.is_nan()).collect();
-        v.sort_unstable_by(f32::total_cmp);
+        sort_floats(&mut v);
         let mut distinct: Vec<(f32, u64)> = Vec::new();
         for x in &v {
             match distinct.last_mut() {
@@ -62,6 +62,48 @@ impl Summary {
             prev = rank;
         }
         Summary { points }
+    }
+}
+
+/// Sorts by [`f32::total_cmp`]: a radix sort of the bits for long columns (three passes over
+/// the values instead of ~20 comparisons each).
+fn sort_floats(v: &mut [f32]) {
+    if v.len() < 4096 {
+        v.sort_unstable_by(f32::total_cmp);
+        return;
+    }
+    // Keys that order as unsigned integers the way `total_cmp` orders the floats.
+    let key = |x: f32| {
+        let b = x.to_bits();
+        if b >> 31 == 1 {
+            !b
+        } else {
+            b | 0x8000_0000
+        }
+    };
+    let mut a: Vec<u32> = v.iter().map(|&x| key(x)).collect();
+    let mut b = vec![0u32; a.len()];
+    for shift in [0u32, 11, 22] {
+        let mut count = [0usize; 2048];
+        for &k in &a {
+            count[((k >> shift) & 2047) as usize] += 1;
+        }
+        let mut at = 0;
+        for c in count.iter_mut() {
+            let n = *c;
+            *c = at;
+            at += n;
+        }
+        for &k in &a {
+            let d = ((k >> shift) & 2047) as usize;
+            b[count[d]] = k;
+            count[d] += 1;
+        }
+        std::mem::swap(&mut a, &mut b);
+    }
+    for (x, k) in v.iter_mut().zip(a) {
+        let bits = if k >> 31 == 1 { k & 0x7fff_ffff } else { !k };
+        *x = f32::from_bits(bits);
     }
 }
 
@@ -212,6 +254,33 @@ fn prune(points: &[(f32, u64)], maxsize: usize) -> Vec<(f32, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_radix_sort_orders_like_total_cmp() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut v: Vec<f32> = (0..10_000)
+            .map(|i| match i % 7 {
+                0 => f32::from_bits(next() as u32),
+                1 => 0.0,
+                2 => -0.0,
+                3 => f32::INFINITY,
+                4 => f32::NEG_INFINITY,
+                _ => (next() % 1000) as f32 / 7.0 - 70.0,
+            })
+            .filter(|x| !x.is_nan())
+            .collect();
+        let mut want = v.clone();
+        want.sort_unstable_by(f32::total_cmp);
+        sort_floats(&mut v);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&v), bits(&want));
+    }
 
     #[test]
     fn few_distinct_values_get_a_bin_each() {
