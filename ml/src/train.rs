@@ -144,6 +144,83 @@ impl RoundCtx {
 /// task needs to rebuild a shard's margins from nothing.
 pub type Forest = Vec<Vec<Vec<BinNode>>>;
 
+/// [`Forest`] packed as little-endian words (per round its class count, per tree its node
+/// count, per node five words): tasks take it as bytes, shared with the store, and unpack it
+/// only when they must rebuild margins.
+fn pack_forest(forest: &Forest) -> Bytes {
+    let mut w: Vec<u32> = vec![forest.len() as u32];
+    for round in forest {
+        w.push(round.len() as u32);
+        for tree in round {
+            w.push(tree.len() as u32);
+            for n in tree {
+                w.extend([
+                    n.feature,
+                    u32::from(n.bin) | u32::from(n.default_left) << 8,
+                    n.left as u32,
+                    n.right as u32,
+                    n.value.to_bits(),
+                ]);
+            }
+        }
+    }
+    u32_bytes(&w)
+}
+
+fn unpack_forest(bytes: &[u8]) -> Result<Forest, MlError> {
+    let w = u32s(bytes);
+    let bad = || MlError::Shape("a packed forest ends early".into());
+    let mut at = 0usize;
+    let mut next = |n: usize| -> Result<&[u32], MlError> {
+        let part = w.get(at..at + n).ok_or_else(bad)?;
+        at += n;
+        Ok(part)
+    };
+    let rounds = next(1)?[0] as usize;
+    let mut forest = Vec::with_capacity(rounds.min(1 << 20));
+    for _ in 0..rounds {
+        let classes = next(1)?[0] as usize;
+        let mut round = Vec::with_capacity(classes.min(1 << 16));
+        for _ in 0..classes {
+            let nodes = next(1)?[0] as usize;
+            let words = next(5 * nodes)?;
+            round.push(
+                words
+                    .chunks_exact(5)
+                    .map(|n| BinNode {
+                        feature: n[0],
+                        bin: n[1] as u8,
+                        default_left: n[1] >> 8 & 1 == 1,
+                        left: n[2] as i32,
+                        right: n[3] as i32,
+                        value: f32::from_bits(n[4]),
+                    })
+                    .collect(),
+            );
+        }
+        forest.push(round);
+    }
+    Ok(forest)
+}
+
+/// What a level task needs of the cuts: where each feature's bins start in a histogram, and
+/// how many bins there are in all.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BinLayout {
+    offsets: Vec<u32>,
+    total: u32,
+}
+
+impl BinLayout {
+    fn of(cuts: &Cuts) -> Self {
+        let (offsets, total) = cuts.offsets();
+        BinLayout {
+            offsets: offsets.iter().map(|&o| o as u32).collect(),
+            total: total as u32,
+        }
+    }
+}
+
 /// A tree node in bin space, as the workers route rows.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BinNode {
@@ -451,18 +528,18 @@ fn margins_from(shard: &ShardData, forest: &Forest, ctx: &RoundCtx, margins: &mu
 /// is there, rebuilt from `forest` otherwise. Without scratch space, in memory.
 fn margins_scratch(
     shard: &ShardData,
-    forest: &Forest,
+    forest: &[u8],
     end: Option<&RoundEnd>,
     rank: u32,
     ctx: &RoundCtx,
-) -> MarginsFile {
+) -> Result<MarginsFile, MlError> {
     let len = shard.n_rows as usize * ctx.objective.groups();
     let mut file = match scratch::Scratch::open(ctx.fit, rank, scratch::MARGINS, 3 * len) {
         Ok(f) => MarginsFile::Mapped(f),
         Err(_) => MarginsFile::Memory(vec![0; 3 * len]),
     };
     if file.stamp() == Some((ctx.round, 0)) {
-        return file;
+        return Ok(file);
     }
     let previous = ctx.round.checked_sub(1).map(|r| (r, 0));
     let continues = previous.is_some() && file.stamp() == previous && end.is_some();
@@ -470,11 +547,11 @@ fn margins_scratch(
     let (margins, grads) = file.split(len);
     match end {
         Some(end) if continues => add_round(shard, margins, end, rank, ctx.leaves()),
-        _ => margins_from(shard, forest, ctx, margins),
+        _ => margins_from(shard, &unpack_forest(forest)?, ctx, margins),
     }
     gradients_into(shard, margins, grads, ctx);
     file.set_stamp(Some((ctx.round, 0)));
-    file
+    Ok(file)
 }
 
 /// A shard's margins and gradients: mapped scratch, or memory where there is none.
@@ -655,7 +732,7 @@ fn level(
     grads: &[i32],
     words: &mut [u32],
     plan: &LevelPlan,
-    cuts: &Cuts,
+    layout: &BinLayout,
 ) -> Hist {
     let k = plan.classes.len();
     let n = shard.n_rows as usize;
@@ -700,7 +777,8 @@ fn level(
         p.store();
     }
     let words: &[u32] = words;
-    let (offsets, total_bins) = cuts.offsets();
+    let offsets: Vec<usize> = layout.offsets.iter().map(|&o| o as usize).collect();
+    let total_bins = layout.total as usize;
     let build = |items: &[(usize, usize, usize, usize)]| {
         let mut h = Hist::zeros(slots, total_bins);
         for &(c, s, a, b) in items {
@@ -767,13 +845,19 @@ fn cut_work(
 }
 
 #[starling::remote]
-fn ml_level(shard: ShardData, forest: Forest, plan: LevelPlan, rank: u32, cuts: Cuts) -> HistMsg {
+fn ml_level(
+    shard: ShardData,
+    forest: Bytes,
+    plan: LevelPlan,
+    rank: u32,
+    layout: BinLayout,
+) -> Result<HistMsg, MlError> {
     let k = plan.classes.len();
     let n = shard.n_rows as usize;
     let len = n * k;
     // The root level brings them up to this round; the other levels find them in scratch
     // (rebuilt from the forest if this runs elsewhere).
-    let mut margins = margins_scratch(&shard, &forest, plan.end.as_ref(), rank, &plan.ctx);
+    let mut margins = margins_scratch(&shard, &forest, plan.end.as_ref(), rank, &plan.ctx)?;
     let (_, grads) = margins.split(len);
     let before = plan.depth.checked_sub(1).map(|d| (plan.ctx.round, d));
     let per = partition::words(n, plan.ctx.leaves());
@@ -794,7 +878,7 @@ fn ml_level(shard: ShardData, forest: Forest, plan: LevelPlan, rank: u32, cuts: 
             let valid = before.is_some() && file.stamp() == before;
             file.set_stamp(None);
             prepare(file.as_mut_slice(), valid);
-            let hist = level(&shard, grads, file.as_mut_slice(), &plan, &cuts);
+            let hist = level(&shard, grads, file.as_mut_slice(), &plan, &layout);
             file.set_stamp(Some((plan.ctx.round, plan.depth)));
             hist
         }
@@ -802,10 +886,10 @@ fn ml_level(shard: ShardData, forest: Forest, plan: LevelPlan, rank: u32, cuts: 
             // No scratch space: groups from the splits, kept in memory for this task only.
             let mut words = vec![0u32; per * k];
             prepare(&mut words, false);
-            level(&shard, grads, &mut words, &plan, &cuts)
+            level(&shard, grads, &mut words, &plan, &layout)
         }
     };
-    HistMsg::from_hist(&hist)
+    Ok(HistMsg::from_hist(&hist))
 }
 
 #[starling::remote]
@@ -1098,6 +1182,7 @@ impl GbdtEstimator {
         }
         let scale = hist::scale_for(f64::from(grad_bound));
         let cuts_ref = starling::put(cuts.clone())?;
+        let layout = BinLayout::of(&cuts);
         let mut offset = 0u64;
         let shards: Vec<ObjectRef<ShardData>> = raws
             .iter()
@@ -1179,7 +1264,7 @@ impl GbdtEstimator {
                 fit,
                 max_depth: p.max_depth as u32,
             };
-            let forest_ref = starling::put(forest.clone())?;
+            let forest_ref = starling::put(pack_forest(&forest))?;
             let allowed: Vec<Vec<bool>> = (0..k)
                 .map(|c| feature_sample(p, cols.len(), round, c))
                 .collect();
@@ -1187,7 +1272,7 @@ impl GbdtEstimator {
                 &place,
                 (&shards, &forest_ref, end.take()),
                 &cuts,
-                &cuts_ref,
+                &layout,
                 &split,
                 p,
                 k,
@@ -1507,13 +1592,9 @@ struct Grown {
 #[allow(clippy::too_many_arguments)]
 fn grow_round(
     place: &Placement,
-    (shards, forest, end): (
-        &[ObjectRef<ShardData>],
-        &ObjectRef<Forest>,
-        Option<RoundEnd>,
-    ),
+    (shards, forest, end): (&[ObjectRef<ShardData>], &ObjectRef<Bytes>, Option<RoundEnd>),
     cuts: &Cuts,
-    cuts_ref: &ObjectRef<Cuts>,
+    layout: &BinLayout,
     split: &SplitParams,
     p: &Params,
     k: usize,
@@ -1525,9 +1606,13 @@ fn grow_round(
             .iter()
             .enumerate()
             .map(|(r, s)| {
-                place
-                    .on(r, ml_level::options())
-                    .remote(s, forest, plan.clone(), r as u32, cuts_ref)
+                place.on(r, ml_level::options()).remote(
+                    s,
+                    forest,
+                    plan.clone(),
+                    r as u32,
+                    layout.clone(),
+                )
             })
             .collect();
         reduce(place, outs)
@@ -1726,5 +1811,34 @@ impl Model {
             })
             .collect();
         Ok(starling::get_all(&parts)?.concat())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_forest_unpacks_to_itself_and_a_cut_one_is_an_error() {
+        let node = |feature, bin, default_left, left, right, value| BinNode {
+            feature,
+            bin,
+            default_left,
+            left,
+            right,
+            value,
+        };
+        let forest: Forest = vec![
+            vec![vec![
+                node(3, 200, true, 1, 2, 0.0),
+                node(0, 0, false, -1, -1, -0.25),
+                node(0, 0, false, -1, -1, 1.5e-7),
+            ]],
+            vec![vec![node(0, 0, false, -1, -1, f32::MAX)], vec![]],
+        ];
+        let packed = pack_forest(&forest);
+        assert_eq!(unpack_forest(&packed).unwrap(), forest);
+        assert!(unpack_forest(&packed[..packed.len() - 4]).is_err());
+        assert_eq!(unpack_forest(&pack_forest(&Vec::new())).unwrap(), Forest::new());
     }
 }
