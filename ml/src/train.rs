@@ -1839,6 +1839,9 @@ mod tests {
         let packed = pack_forest(&forest);
         assert_eq!(unpack_forest(&packed).unwrap(), forest);
         assert!(unpack_forest(&packed[..packed.len() - 4]).is_err());
-        assert_eq!(unpack_forest(&pack_forest(&Vec::new())).unwrap(), Forest::new());
+        assert_eq!(
+            unpack_forest(&pack_forest(&Vec::new())).unwrap(),
+            Forest::new()
+        );
     }
 }
