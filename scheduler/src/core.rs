@@ -117,6 +117,9 @@ pub(crate) struct WorkerState {
     pub blocked_tasks: u32,
     /// The CPUs it lent while blocked and has not taken back.
     pub lent: ResourceSet,
+    /// The first object argument of the last task it was given: a task reading the same
+    /// object prefers this worker, whose pages and caches hold it (see `reactor::start`).
+    pub warm: Option<ObjectId>,
 }
 
 /// A scheduling class: tasks with the same resource shape and strategy queue together, so a

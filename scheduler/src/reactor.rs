@@ -80,6 +80,7 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
             blocked: false,
             blocked_tasks: 0,
             lent: ResourceSet::new(),
+            warm: None,
         },
     );
 }
@@ -655,7 +656,16 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     let node = &mut core.nodes[node_index];
     let entry = core.tasks.get_mut(&task).expect("live");
     let job = entry.spec.job;
-    let pos = node.idle.iter().rposition(|(j, _)| *j == job);
+    // The most recently idle worker of the job, unless one last ran a task reading the same
+    // first object (a shard of data a series of tasks works on): that one has it warm.
+    let first = entry.spec.dependencies().next();
+    let workers = &core.workers;
+    let warm = first.and_then(|o| {
+        node.idle
+            .iter()
+            .rposition(|(j, w)| *j == job && workers.get(w).and_then(|s| s.warm) == Some(o))
+    });
+    let pos = warm.or_else(|| node.idle.iter().rposition(|(j, _)| *j == job));
     let (_, worker) = node
         .idle
         .remove(pos.expect("placement only picks nodes with an idle worker of the job"));
@@ -671,6 +681,7 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     w.tasks.push_back(task);
     w.class = entry.class;
     w.held = entry.spec.resources.clone();
+    w.warm = first;
     t.dispatch(node.id, worker, &entry.spec);
 }
 

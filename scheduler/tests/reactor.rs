@@ -224,6 +224,42 @@ fn task_waits_for_every_argument_before_dispatch() {
 }
 
 #[test]
+fn a_task_goes_to_the_idle_worker_that_last_read_its_first_argument() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    // Two shards, O1 and O2, then rounds of one task per shard, finishing in either order.
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![]));
+    c.dispatch();
+    c.succeed(1);
+    c.succeed(2);
+    let mut worker_of_shard: HashMap<u64, WorkerId> = HashMap::new();
+    for round in 0..6u64 {
+        let (a, b) = (10 + 2 * round, 11 + 2 * round);
+        c.submit(task(a, vec![arg(1), arg(2)]));
+        c.submit(task(b, vec![arg(2), TaskArg::Inline(vec![1])]));
+        let d = c.dispatch();
+        assert_eq!(tasks_of(&d), [a, b]);
+        for (task, shard) in [(a, 1), (b, 2)] {
+            let w = c.worker_of(task);
+            let first = *worker_of_shard.entry(shard).or_insert(w);
+            assert_eq!(
+                w, first,
+                "round {round}: shard O{shard} moved to another worker"
+            );
+        }
+        // Alternate which one becomes idle last (the default pick).
+        if round % 2 == 0 {
+            c.succeed(a);
+            c.succeed(b);
+        } else {
+            c.succeed(b);
+            c.succeed(a);
+        }
+    }
+    assert_ne!(worker_of_shard[&1], worker_of_shard[&2]);
+}
+
+#[test]
 fn a_repeated_argument_is_waited_for_and_released_once_per_use() {
     let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
     c.submit(task(1, vec![]));
