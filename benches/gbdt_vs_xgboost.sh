@@ -6,6 +6,11 @@
 #   benches/gbdt_vs_xgboost.sh                      # all four datasets, 100 rounds, depth 6
 #   benches/gbdt_vs_xgboost.sh breast_cancer diabetes
 #   ROUNDS=50 DEPTH=4 benches/gbdt_vs_xgboost.sh
+#   REPEAT=1 benches/gbdt_vs_xgboost.sh friedman1  # one run of each instead of three
+#
+# Each dataset runs REPEAT times (default 3), the three engines interleaved within a repeat so
+# that a slow spell of the machine hits them alike; the table shows the median time of each
+# (and the spread), and the ratio of the medians.
 #
 # The Python side (xgboost, scikit-learn, numpy) goes into its own venv
 # (ml/tests/setup_xgboost.sh); data is generated once under $STARLING_GBDT_DATA
@@ -19,6 +24,7 @@ ROUNDS=${ROUNDS:-100}
 DEPTH=${DEPTH:-6}
 ETA=${ETA:-0.3}
 WORKERS=${WORKERS:-2}
+REPEAT=${REPEAT:-3}
 DATA=${STARLING_GBDT_DATA:-$HOME/.cache/starling-ml/gbdt-data}
 DATASETS=("$@")
 [ ${#DATASETS[@]} -gt 0 ] || DATASETS=(breast_cancer diabetes classification friedman1)
@@ -44,7 +50,8 @@ RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS" "$RESULTS.out"' EXIT
 for ds in "${DATASETS[@]}"; do
   obj=$(objective "$ds")
-  echo "== $ds ($obj): xgboost" >&2
+  for rep in $(seq "$REPEAT"); do
+  echo "== $ds ($obj): xgboost (run $rep of $REPEAT)" >&2
   "$PY" benches/gbdt_xgboost.py train "$DATA" "$ds" "$ROUNDS" "$DEPTH" "$ETA" 2 | tee -a "$RESULTS"
   for engine in local inproc; do
   flag=""; [ "$engine" = inproc ] && flag="--in-process"
@@ -71,14 +78,24 @@ print(json.dumps({
 }))
 EOF
   done
+  done
 done
 
 "$PY" - "$RESULTS" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 by = {}
+runs = {}
 for r in rows:
     by.setdefault(r["dataset"], {})[r["engine"]] = r
+    runs.setdefault((r["dataset"], r["engine"]), []).append(r["train_seconds"])
+for (ds, engine), times in runs.items():
+    times.sort()
+    by[ds][engine]["train_seconds"] = times[len(times) // 2]
+    by[ds][engine]["spread"] = f"{times[0]:.2f}-{times[-1]:.2f}" if len(times) > 1 else ""
+n = max(len(t) for t in runs.values())
+print()
+print(f"Times: median of {n} run(s) each (spread in brackets); ratio of the medians.")
 print()
 print("| dataset | engine | metric | xgboost | starling | metric diff | xgboost s | starling s | time ratio |")
 print("|---|---|---|---|---|---|---|---|---|")
@@ -92,7 +109,9 @@ for ds, e in by.items():
         acc = ""
         if x.get("accuracy") is not None and s.get("accuracy") is not None:
             acc = f" (acc {x['accuracy']:.4f} / {s['accuracy']:.4f})"
+        spread = lambda r: f" [{r['spread']}]" if r.get("spread") else ""
         print(f"| {ds} | {engine} | {x['metric']}{acc} | {x['value']:.5f} | {s['value']:.5f} "
-              f"| {diff:+.2f}% | {x['train_seconds']:.2f} | {s['train_seconds']:.2f} "
+              f"| {diff:+.2f}% | {x['train_seconds']:.2f}{spread(x)} "
+              f"| {s['train_seconds']:.2f}{spread(s)} "
               f"| {s['train_seconds'] / x['train_seconds']:.2f}x |")
 EOF
