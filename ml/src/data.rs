@@ -462,6 +462,62 @@ fn split_fields<'a>(line: &'a str, out: &mut Vec<std::borrow::Cow<'a, str>>) -> 
 }
 
 /// A CSV value: `None` when missing (empty, `NA`, `NaN`, `nan`), `Some(Err)` when not a number.
+/// Where a CSV shard's rows go: the asked columns' values, and the labels.
+struct RowSink<'a> {
+    /// The file's column names.
+    columns: &'a [String],
+    /// Index of each asked feature column, and of the label column.
+    features: &'a [usize],
+    label: Option<usize>,
+    out: &'a mut [Vec<f32>],
+    labels: Option<&'a mut Vec<f32>>,
+}
+
+impl RowSink<'_> {
+    /// Appends one row of `n_fields` fields: `value(j)` parses field `j`, `shown(j)` is the field
+    /// as written (for errors), `location()` says where the row is.
+    fn push(
+        &mut self,
+        n_fields: usize,
+        value: impl Fn(usize) -> Option<Result<f32, ()>>,
+        shown: impl Fn(usize) -> String,
+        location: impl Fn() -> String,
+    ) -> Result<(), MlError> {
+        let columns = self.columns;
+        if n_fields != columns.len() {
+            return Err(format_err(
+                location(),
+                format!("{n_fields} fields, the header has {}", columns.len()),
+            ));
+        }
+        let not_numeric = |j: usize| MlError::NotNumeric {
+            location: location(),
+            column: columns[j].clone(),
+            value: shown(j),
+        };
+        for (out, &j) in self.out.iter_mut().zip(self.features) {
+            match value(j) {
+                None => out.push(f32::NAN),
+                Some(Ok(v)) => out.push(v),
+                Some(Err(())) => return Err(not_numeric(j)),
+            }
+        }
+        if let (Some(labels), Some(j)) = (self.labels.as_mut(), self.label) {
+            match value(j) {
+                Some(Ok(v)) if !v.is_nan() => labels.push(v),
+                Some(Err(())) => return Err(not_numeric(j)),
+                _ => {
+                    return Err(format_err(
+                        location(),
+                        format!("label column {:?} is missing", columns[j]),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// [`parse_value`] of a field's bytes (a field that is not UTF-8 is not a number).
 fn parse_bytes(field: &[u8]) -> Option<Result<f32, ()>> {
     let field = field.trim_ascii();
@@ -606,6 +662,13 @@ fn load_csv_shard(
                 continue;
             }
             let location = || csv_location(path, line_offset);
+            let mut sink = RowSink {
+                columns,
+                features: &features,
+                label,
+                out: &mut frame_columns,
+                labels: labels.as_mut(),
+            };
             if !text.contains(&b'"') {
                 // The common case, without quotes: fields are the bytes between commas.
                 ranges.clear();
@@ -617,73 +680,24 @@ fn load_csv_shard(
                     }
                 }
                 ranges.push((from, text.len()));
-                if ranges.len() != columns.len() {
-                    return Err(format_err(
-                        location(),
-                        format!("{} fields, the header has {}", ranges.len(), columns.len()),
-                    ));
-                }
                 let field = |j: usize| &text[ranges[j].0..ranges[j].1];
-                let not_numeric = |j: usize| MlError::NotNumeric {
-                    location: location(),
-                    column: columns[j].clone(),
-                    value: String::from_utf8_lossy(field(j)).trim().to_string(),
-                };
-                for (out, &j) in frame_columns.iter_mut().zip(&features) {
-                    match parse_bytes(field(j)) {
-                        None => out.push(f32::NAN),
-                        Some(Ok(v)) => out.push(v),
-                        Some(Err(())) => return Err(not_numeric(j)),
-                    }
-                }
-                if let (Some(labels), Some(j)) = (labels.as_mut(), label) {
-                    match parse_bytes(field(j)) {
-                        Some(Ok(v)) if !v.is_nan() => labels.push(v),
-                        Some(Err(())) => return Err(not_numeric(j)),
-                        _ => {
-                            return Err(format_err(
-                                location(),
-                                format!("label column {:?} is missing", columns[j]),
-                            ))
-                        }
-                    }
-                }
-                n_rows += 1;
-                continue;
-            }
-            let text =
-                std::str::from_utf8(text).map_err(|_| format_err(location(), "not UTF-8"))?;
-            let mut fields = Vec::with_capacity(columns.len());
-            split_fields(text, &mut fields).map_err(|m| format_err(location(), m))?;
-            if fields.len() != columns.len() {
-                return Err(format_err(
-                    location(),
-                    format!("{} fields, the header has {}", fields.len(), columns.len()),
-                ));
-            }
-            let not_numeric = |j: usize| MlError::NotNumeric {
-                location: location(),
-                column: columns[j].clone(),
-                value: fields[j].to_string(),
-            };
-            for (out, &j) in frame_columns.iter_mut().zip(&features) {
-                match parse_value(&fields[j]) {
-                    None => out.push(f32::NAN),
-                    Some(Ok(v)) => out.push(v),
-                    Some(Err(())) => return Err(not_numeric(j)),
-                }
-            }
-            if let (Some(labels), Some(j)) = (labels.as_mut(), label) {
-                match parse_value(&fields[j]) {
-                    Some(Ok(v)) if !v.is_nan() => labels.push(v),
-                    Some(Err(())) => return Err(not_numeric(j)),
-                    _ => {
-                        return Err(format_err(
-                            location(),
-                            format!("label column {:?} is missing", columns[j]),
-                        ))
-                    }
-                }
+                sink.push(
+                    ranges.len(),
+                    |j| parse_bytes(field(j)),
+                    |j| String::from_utf8_lossy(field(j)).trim().to_string(),
+                    location,
+                )?;
+            } else {
+                let text =
+                    std::str::from_utf8(text).map_err(|_| format_err(location(), "not UTF-8"))?;
+                let mut fields = Vec::with_capacity(columns.len());
+                split_fields(text, &mut fields).map_err(|m| format_err(location(), m))?;
+                sink.push(
+                    fields.len(),
+                    |j| parse_value(&fields[j]),
+                    |j| fields[j].to_string(),
+                    location,
+                )?;
             }
             n_rows += 1;
         }
