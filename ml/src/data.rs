@@ -518,7 +518,8 @@ impl RowSink<'_> {
     }
 }
 
-/// [`parse_value`] of a field's bytes (a field that is not UTF-8 is not a number).
+/// A field's value: `None` when it is empty or a missing marker (`NA`, `NaN`, `nan`), an error
+/// when it is not a number (or not UTF-8). Surrounding ASCII whitespace is ignored.
 fn parse_bytes(field: &[u8]) -> Option<Result<f32, ()>> {
     let field = field.trim_ascii();
     match field {
@@ -531,12 +532,10 @@ fn parse_bytes(field: &[u8]) -> Option<Result<f32, ()>> {
     }
 }
 
+/// [`parse_bytes`] of a field as [`split_fields`] returns it (quotes removed), trimmed of any
+/// Unicode whitespace first.
 fn parse_value(field: &str) -> Option<Result<f32, ()>> {
-    let field = field.trim();
-    match field {
-        "" | "NA" | "NaN" | "nan" => None,
-        _ => Some(field.parse::<f32>().map_err(|_| ())),
-    }
+    parse_bytes(field.trim().as_bytes())
 }
 
 /// `path:line` for the line starting at byte `offset` of the file (1-based; the header is
