@@ -12,7 +12,9 @@
 //! glob. Runs on a local cluster, or on the cluster at `STARLING_HEAD`, or with `--in-process`
 //! on the in-process engine (tasks on this process's threads); submitted as a job
 //! (`starling job submit --pool P --target-instances 3 target/release/examples/gbdt -- ..`) it
-//! trains with one worker per instance unless `--workers` says otherwise.
+//! trains with one worker per instance unless `--workers` says otherwise. Data under
+//! `--min-rows-per-worker` rows per worker (default 50,000) trains on fewer workers;
+//! `workers_used=..` says how many.
 
 use std::time::Instant;
 
@@ -29,6 +31,7 @@ struct Args {
     workers: Option<usize>,
     cpus_per_worker: usize,
     early_stopping: Option<usize>,
+    min_rows_per_worker: u64,
     save: Option<String>,
     verbose: usize,
     in_process: bool,
@@ -38,7 +41,8 @@ const USAGE: &str = "usage: gbdt --train PATH --label COL [--test PATH] [--featu
 [--objective NAME] [--num-class N] [--n-estimators N] [--max-depth N] [--learning-rate X] \
 [--max-bin N] [--lambda X] [--alpha X] [--gamma X] [--min-child-weight X] [--subsample X] \
 [--colsample-bytree X] [--seed N] [--workers N] [--cpus-per-worker N] \
-[--early-stopping-rounds N] [--save model.json] [--verbose N] [--in-process]";
+[--early-stopping-rounds N] [--min-rows-per-worker N] [--save model.json] [--verbose N] \
+[--in-process]";
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut a = Args {
@@ -51,6 +55,7 @@ fn parse_args() -> anyhow::Result<Args> {
         workers: None,
         cpus_per_worker: 1,
         early_stopping: None,
+        min_rows_per_worker: starling_ml::MIN_ROWS_PER_WORKER,
         save: None,
         verbose: 0,
         in_process: false,
@@ -81,6 +86,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--workers" => a.workers = Some(num(&value)?),
             "--cpus-per-worker" => a.cpus_per_worker = num(&value)?,
             "--early-stopping-rounds" => a.early_stopping = Some(num(&value)?),
+            "--min-rows-per-worker" => a.min_rows_per_worker = num(&value)? as u64,
             "--save" => a.save = Some(value),
             "--verbose" => a.verbose = num(&value)?,
             other => match other.strip_prefix("--") {
@@ -149,6 +155,7 @@ fn main() -> anyhow::Result<()> {
             num_workers: workers,
             num_cpu_per_worker: args.cpus_per_worker,
         })
+        .min_rows_per_worker(args.min_rows_per_worker)
         .verbose_eval(args.verbose);
     let test = args.test.as_deref().map(DataConnector::csv).transpose()?;
     if let (Some(rounds), Some(t)) = (args.early_stopping, &test) {
@@ -159,6 +166,7 @@ fn main() -> anyhow::Result<()> {
     let seconds = began.elapsed().as_secs_f64();
     let model = report.model;
     println!("train_seconds={seconds:.3}");
+    println!("workers_used={}", report.workers);
     println!("trees={}", model.trees.len());
     if let Some(b) = model.best_iteration {
         println!("best_iteration={b}");

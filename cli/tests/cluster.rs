@@ -441,6 +441,9 @@ fn gbdt_trains_as_a_job_across_two_instances() {
         "30",
         "--max-depth",
         "4",
+        // Small data trains on one worker by default; this job shards it across both.
+        "--min-rows-per-worker",
+        "0",
         "--save",
         &model,
     ]);
@@ -451,7 +454,7 @@ fn gbdt_trains_as_a_job_across_two_instances() {
     let id = stdout.lines().next().unwrap_or_default().trim().to_string();
     let log = c.cli_ok(&["job", "logs", &id]);
     c.check(
-        log.contains("with 2 workers on 2 node(s)"),
+        log.contains("with 2 workers on 2 node(s)") && log.contains("workers_used=2"),
         &format!("the job did not train with one worker per instance:\n{log}"),
     );
     let rmse: f64 = log

@@ -22,7 +22,7 @@ pub use data::{DataConnector, Frame, Table};
 pub use model::{ImportanceType, Model, Objective, Tree};
 pub use params::{Params, ScalingConfig};
 pub use sketch::Cuts;
-pub use train::{FitReport, GbdtEstimator, XGBEstimator};
+pub use train::{FitReport, GbdtEstimator, XGBEstimator, MIN_ROWS_PER_WORKER};
 
 /// What can go wrong in data loading, training and model I/O.
 #[derive(Debug, thiserror::Error)]

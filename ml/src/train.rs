@@ -533,13 +533,33 @@ fn margins_scratch(
     rank: u32,
     ctx: &RoundCtx,
 ) -> Result<MarginsFile, MlError> {
+    let mut file = open_margins(shard, rank, ctx);
+    advance_margins(&mut file, shard, forest, end, rank, ctx)?;
+    Ok(file)
+}
+
+/// The shard's margins file (memory where there is no scratch space), as it is.
+fn open_margins(shard: &ShardData, rank: u32, ctx: &RoundCtx) -> MarginsFile {
     let len = shard.n_rows as usize * ctx.objective.groups();
-    let mut file = match scratch::Scratch::open(ctx.fit, rank, scratch::MARGINS, 3 * len) {
+    match scratch::Scratch::open(ctx.fit, rank, scratch::MARGINS, 3 * len) {
         Ok(f) => MarginsFile::Mapped(f),
-        Err(_) => MarginsFile::Memory(vec![0; 3 * len]),
-    };
+        Err(_) => MarginsFile::Memory(vec![0; 3 * len], None),
+    }
+}
+
+/// Brings `file` to `ctx.round`: adds the round `end` finished when the file holds the round
+/// before, rebuilds from `forest` otherwise; then the round's gradients.
+fn advance_margins(
+    file: &mut MarginsFile,
+    shard: &ShardData,
+    forest: &[u8],
+    end: Option<&RoundEnd>,
+    rank: u32,
+    ctx: &RoundCtx,
+) -> Result<(), MlError> {
+    let len = shard.n_rows as usize * ctx.objective.groups();
     if file.stamp() == Some((ctx.round, 0)) {
-        return Ok(file);
+        return Ok(());
     }
     let previous = ctx.round.checked_sub(1).map(|r| (r, 0));
     let continues = previous.is_some() && file.stamp() == previous && end.is_some();
@@ -551,26 +571,28 @@ fn margins_scratch(
     }
     gradients_into(shard, margins, grads, ctx);
     file.set_stamp(Some((ctx.round, 0)));
-    Ok(file)
+    Ok(())
 }
 
-/// A shard's margins and gradients: mapped scratch, or memory where there is none.
+/// A shard's margins and gradients: mapped scratch, or memory where there is none (stamped
+/// like the file, for the rounds of one task).
 enum MarginsFile {
     Mapped(scratch::Scratch),
-    Memory(Vec<u32>),
+    Memory(Vec<u32>, Option<(u32, u32)>),
 }
 
 impl MarginsFile {
     fn stamp(&self) -> Option<(u32, u32)> {
         match self {
             MarginsFile::Mapped(f) => f.stamp(),
-            MarginsFile::Memory(_) => None,
+            MarginsFile::Memory(_, at) => *at,
         }
     }
 
     fn set_stamp(&mut self, at: Option<(u32, u32)>) {
-        if let MarginsFile::Mapped(f) = self {
-            f.set_stamp(at);
+        match self {
+            MarginsFile::Mapped(f) => f.set_stamp(at),
+            MarginsFile::Memory(_, stamp) => *stamp = at,
         }
     }
 
@@ -578,7 +600,7 @@ impl MarginsFile {
     fn split(&mut self, len: usize) -> (&mut [f32], &mut [i32]) {
         match self {
             MarginsFile::Mapped(f) => f.f32s_and_i32s(len),
-            MarginsFile::Memory(v) => {
+            MarginsFile::Memory(v, _) => {
                 let (a, b) = v.split_at_mut(len);
                 // SAFETY: f32 and i32 have the size and alignment of u32, and every bit
                 // pattern is a valid value of each.
@@ -852,13 +874,27 @@ fn ml_level(
     rank: u32,
     layout: BinLayout,
 ) -> Result<HistMsg, MlError> {
-    let k = plan.classes.len();
-    let n = shard.n_rows as usize;
-    let len = n * k;
+    let len = shard.n_rows as usize * plan.classes.len();
     // The root level brings them up to this round; the other levels find them in scratch
     // (rebuilt from the forest if this runs elsewhere).
     let mut margins = margins_scratch(&shard, &forest, plan.end.as_ref(), rank, &plan.ctx)?;
     let (_, grads) = margins.split(len);
+    Ok(HistMsg::from_hist(&level_on(
+        &shard, grads, &plan, &layout, rank,
+    )))
+}
+
+/// Runs `plan`'s level on the shard's row groups: kept in its scratch file between levels, or
+/// made again from the plan's earlier splits.
+fn level_on(
+    shard: &ShardData,
+    grads: &[i32],
+    plan: &LevelPlan,
+    layout: &BinLayout,
+    rank: u32,
+) -> Hist {
+    let k = plan.classes.len();
+    let n = shard.n_rows as usize;
     let before = plan.depth.checked_sub(1).map(|d| (plan.ctx.round, d));
     let per = partition::words(n, plan.ctx.leaves());
     // The rows' groups as the previous level left them: from scratch, or made again.
@@ -870,15 +906,15 @@ fn ml_level(
                 p.store();
             }
         } else if !valid {
-            partition_from(&shard, &plan.applied, words);
+            partition_from(shard, &plan.applied, words);
         }
     };
-    let hist = match scratch::Scratch::open(plan.ctx.fit, rank, scratch::PARTITION, per * k) {
+    match scratch::Scratch::open(plan.ctx.fit, rank, scratch::PARTITION, per * k) {
         Ok(mut file) => {
             let valid = before.is_some() && file.stamp() == before;
             file.set_stamp(None);
             prepare(file.as_mut_slice(), valid);
-            let hist = level(&shard, grads, file.as_mut_slice(), &plan, &layout);
+            let hist = level(shard, grads, file.as_mut_slice(), plan, layout);
             file.set_stamp(Some((plan.ctx.round, plan.depth)));
             hist
         }
@@ -886,10 +922,73 @@ fn ml_level(
             // No scratch space: groups from the splits, kept in memory for this task only.
             let mut words = vec![0u32; per * k];
             prepare(&mut words, false);
-            level(&shard, grads, &mut words, &plan, &layout)
+            level(shard, grads, &mut words, plan, layout)
         }
+    }
+}
+
+/// Rounds grown inside one task, next to a fit's only shard: no task hop per level.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RoundsPlan {
+    /// The first round's context (the others differ in `round` only).
+    first: RoundCtx,
+    count: u32,
+    /// How the round before the first ended.
+    end: Option<RoundEnd>,
+    params: Params,
+    split: SplitParams,
+    threads: u32,
+}
+
+#[starling::remote]
+fn ml_rounds(
+    shard: ShardData,
+    forest: Bytes,
+    cuts: Cuts,
+    plan: RoundsPlan,
+) -> Result<Vec<Grown>, MlError> {
+    let k = plan.first.objective.groups();
+    let len = shard.n_rows as usize * k;
+    let layout = BinLayout::of(&cuts);
+    let spec = TreeSpec {
+        cuts: &cuts,
+        split: &plan.split,
+        p: &plan.params,
+        k,
+        threads: plan.threads,
     };
-    Ok(HistMsg::from_hist(&hist))
+    let mut file = open_margins(&shard, 0, &plan.first);
+    let mut end = plan.end;
+    let mut grown: Vec<Grown> = Vec::with_capacity(plan.count as usize);
+    for i in 0..plan.count {
+        let ctx = RoundCtx {
+            round: plan.first.round + i,
+            ..plan.first.clone()
+        };
+        // The margins continue from this task's last round unless the scratch file changed
+        // under it; then they are rebuilt from the forest with this task's trees added.
+        let forest = if i > 0 && file.stamp() != Some((ctx.round - 1, 0)) {
+            let mut all = unpack_forest(&forest)?;
+            all.extend(
+                grown
+                    .iter()
+                    .map(|g| g.trees.iter().map(|t| t.nodes.clone()).collect()),
+            );
+            pack_forest(&all)
+        } else {
+            forest.clone()
+        };
+        advance_margins(&mut file, &shard, &forest, end.as_ref(), 0, &ctx)?;
+        let (_, grads) = file.split(len);
+        let grads: &[i32] = grads;
+        let allowed = allowed_features(&plan.params, cuts.n_features(), ctx.round, k);
+        let g = grow_round(&spec, &ctx, None, &allowed, |lp| {
+            Ok(level_on(&shard, grads, lp, &layout, 0))
+        })?;
+        end = Some(g.end(ctx.fit, ctx.round));
+        grown.push(g);
+    }
+    Ok(grown)
 }
 
 #[starling::remote]
@@ -1001,6 +1100,7 @@ pub struct GbdtEstimator {
     early_stopping_rounds: Option<usize>,
     cuts: Option<Cuts>,
     verbose_eval: usize,
+    min_rows_per_worker: u64,
 }
 
 /// XGBoost's name for the estimator.
@@ -1019,6 +1119,9 @@ pub struct FitReport {
     pub cuts: Cuts,
     /// Wall time of the fit, in seconds.
     pub seconds: f64,
+    /// Workers (shards) it trained on: those asked for, or fewer for small data
+    /// ([`GbdtEstimator::min_rows_per_worker`]).
+    pub workers: usize,
 }
 
 impl GbdtEstimator {
@@ -1032,6 +1135,7 @@ impl GbdtEstimator {
             early_stopping_rounds: None,
             cuts: None,
             verbose_eval: 0,
+            min_rows_per_worker: MIN_ROWS_PER_WORKER,
         }
     }
 
@@ -1070,6 +1174,16 @@ impl GbdtEstimator {
     /// (0: silent).
     pub fn verbose_eval(mut self, n: usize) -> Self {
         self.verbose_eval = n;
+        self
+    }
+
+    /// Gives each worker at least `rows` rows (default [`MIN_ROWS_PER_WORKER`]; 0: every
+    /// worker gets a shard however small). Smaller data trains on fewer workers: each level
+    /// of a tree costs every shard a task round trip, which outweighs sharing the work of a
+    /// small shard. One shard grows whole runs of rounds in one task. The trees are the same
+    /// for any number of workers.
+    pub fn min_rows_per_worker(mut self, rows: u64) -> Self {
+        self.min_rows_per_worker = rows;
         self
     }
 
@@ -1116,23 +1230,27 @@ impl GbdtEstimator {
         let place = Placement::new(self.scaling)?;
 
         // Read and summarize the shards, each on its node.
-        let raws: Vec<ObjectRef<RawShard>> = (0..world)
-            .map(|r| {
-                place.on(r, ml_load::options()).remote(
-                    data.clone(),
-                    r as u32,
-                    world as u32,
-                    cols.clone(),
-                    label_col.to_string(),
-                )
-            })
-            .collect();
-        let summaries: Vec<ObjectRef<ShardSummary>> = raws
-            .iter()
-            .enumerate()
-            .map(|(r, raw)| place.on(r, ml_summarize::options()).remote(raw, objective))
-            .collect();
-        let summaries = starling::get_all(&summaries)?;
+        let load = |world: usize| -> Vec<ObjectRef<RawShard>> {
+            (0..world)
+                .map(|r| {
+                    place.on(r, ml_load::options()).remote(
+                        data.clone(),
+                        r as u32,
+                        world as u32,
+                        cols.clone(),
+                        label_col.to_string(),
+                    )
+                })
+                .collect()
+        };
+        let summarize = |raws: &[ObjectRef<RawShard>]| -> Vec<ObjectRef<ShardSummary>> {
+            raws.iter()
+                .enumerate()
+                .map(|(r, raw)| place.on(r, ml_summarize::options()).remote(raw, objective))
+                .collect()
+        };
+        let mut raws = load(world);
+        let summaries = starling::get_all(&summarize(&raws))?;
         let rows: u64 = summaries.iter().map(|s| s.rows).sum();
         let cuts = match &self.cuts {
             Some(c) if c.n_features() != cols.len() => {
@@ -1183,14 +1301,29 @@ impl GbdtEstimator {
         let scale = hist::scale_for(f64::from(grad_bound));
         let cuts_ref = starling::put(cuts.clone())?;
         let layout = BinLayout::of(&cuts);
+        // Data too small to be worth a worker per shard trains on fewer shards (read again;
+        // the bins stay those of the first reading, so the trees are the same).
+        let mut shard_rows: Vec<u64> = summaries.iter().map(|s| s.rows).collect();
+        let world = workers_for(rows, world, self.min_rows_per_worker);
+        if world < raws.len() {
+            raws = load(world);
+            shard_rows = if world == 1 {
+                vec![rows]
+            } else {
+                starling::get_all(&summarize(&raws))?
+                    .iter()
+                    .map(|s| s.rows)
+                    .collect()
+            };
+        }
         let mut offset = 0u64;
         let shards: Vec<ObjectRef<ShardData>> = raws
             .iter()
-            .zip(&summaries)
+            .zip(&shard_rows)
             .enumerate()
-            .map(|(r, (raw, s))| {
+            .map(|(r, (raw, n))| {
                 let o = offset;
-                offset += s.rows;
+                offset += n;
                 place.on(r, ml_bin::options()).remote(raw, &cuts_ref, o)
             })
             .collect();
@@ -1252,95 +1385,117 @@ impl GbdtEstimator {
         let mut end: Option<RoundEnd> = None;
         let mut history = Vec::new();
         let mut best: Option<(usize, f64)> = None;
-        for round in 0..self.n_estimators {
-            let ctx = RoundCtx {
-                objective,
-                base_margin,
-                round: round as u32,
-                scale,
-                grad_bound,
-                subsample: p.subsample,
-                seed: p.seed,
-                fit,
-                max_depth: p.max_depth as u32,
-            };
+        let spec = TreeSpec {
+            cuts: &cuts,
+            split: &split,
+            p,
+            k,
+            threads: place.threads,
+        };
+        let ctx_of = |round: usize| RoundCtx {
+            objective,
+            base_margin,
+            round: round as u32,
+            scale,
+            grad_bound,
+            subsample: p.subsample,
+            seed: p.seed,
+            fit,
+            max_depth: p.max_depth as u32,
+        };
+        // With one shard, a task grows a run of rounds, sized to take about `RUN_SECONDS`
+        // (one round while an eval set decides when to stop).
+        let mut per_round: Option<f64> = None;
+        let mut round = 0usize;
+        'rounds: while round < self.n_estimators {
             let forest_ref = starling::put(pack_forest(&forest))?;
-            let allowed: Vec<Vec<bool>> = (0..k)
-                .map(|c| feature_sample(p, cols.len(), round, c))
-                .collect();
-            let grown = grow_round(
-                &place,
-                (&shards, &forest_ref, end.take()),
-                &cuts,
-                &layout,
-                &split,
-                p,
-                k,
-                &allowed,
-                &ctx,
-            )?;
-            for (c, t) in grown.trees.iter().enumerate() {
-                model.trees.push(to_tree(t, &cuts, &split));
-                model.tree_info.push(c as u32);
-            }
-            end = Some(RoundEnd {
-                classes: grown
-                    .trees
-                    .iter()
-                    .zip(grown.final_rules)
-                    .map(|(t, rules)| t.end(rules))
-                    .collect(),
-                fit,
-                round: round as u32,
-                depth: grown.depth,
-                applied: grown.applied,
-            });
-            let last: Vec<Vec<BinNode>> = grown.trees.into_iter().map(|t| t.nodes).collect();
-            forest.push(last.clone());
-
-            if let Some((eshards, states)) = &mut eval {
-                *states = eshards
-                    .iter()
-                    .zip(states.iter())
-                    .enumerate()
-                    .map(|(r, (s, st))| {
-                        place
-                            .on(r, ml_eval_next::options())
-                            .remote(s, st, last.clone(), objective)
-                    })
-                    .collect();
-                let losses: Vec<ObjectRef<(f64, u64)>> = states
-                    .iter()
-                    .enumerate()
-                    .map(|(r, st)| place.on(r, ml_eval_loss::options()).remote(st))
-                    .collect();
-                let losses = starling::get_all(&losses)?;
-                let (sum, n) = losses
-                    .iter()
-                    .fold((0.0, 0u64), |(a, b), (s, n)| (a + s, b + n));
-                let metric = match objective {
-                    Objective::SquaredError => (sum / n as f64).sqrt(),
-                    _ => sum / n as f64,
+            let batch: Vec<Grown> = if shards.len() == 1 {
+                let left = self.n_estimators - round;
+                let count = match (per_round, &eval) {
+                    (_, Some(_)) | (None, _) => 1,
+                    (Some(t), None) => ((RUN_SECONDS / t.max(1e-6)) as usize).clamp(1, left),
                 };
-                history.push(metric);
-                if self.verbose_eval > 0 && round % self.verbose_eval == 0 {
-                    eprintln!("[{round}]\teval-{}:{metric:.6}", metric_name(objective));
-                }
-                if best.is_none_or(|(_, b)| metric < b) {
-                    best = Some((round, metric));
-                }
-                if let (Some(stop), Some((b, _))) = (self.early_stopping_rounds, best) {
-                    if round - b >= stop {
-                        model.best_iteration = Some(b);
-                        break;
-                    }
-                }
-            } else if self.verbose_eval > 0 && round % self.verbose_eval == 0 {
-                eprintln!(
-                    "[{round}] {} trees, {:.1}s",
-                    model.trees.len(),
-                    began.elapsed().as_secs_f64()
+                let started = Instant::now();
+                let plan = RoundsPlan {
+                    first: ctx_of(round),
+                    count: count as u32,
+                    end: end.take(),
+                    params: p.clone(),
+                    split,
+                    threads: place.threads,
+                };
+                let grown = place.on(0, ml_rounds::options()).remote(
+                    &shards[0],
+                    &forest_ref,
+                    &cuts_ref,
+                    plan,
                 );
+                let grown = starling::get(&grown)?;
+                per_round = Some(started.elapsed().as_secs_f64() / count as f64);
+                grown
+            } else {
+                let ctx = ctx_of(round);
+                let allowed = allowed_features(p, cols.len(), ctx.round, k);
+                let run_level = level_by_tasks(&place, &shards, &forest_ref, &layout);
+                vec![grow_round(&spec, &ctx, end.take(), &allowed, run_level)?]
+            };
+            for grown in batch {
+                for (c, t) in grown.trees.iter().enumerate() {
+                    model.trees.push(to_tree(t, &cuts, &split));
+                    model.tree_info.push(c as u32);
+                }
+                end = Some(grown.end(fit, round as u32));
+                let last: Vec<Vec<BinNode>> = grown.trees.into_iter().map(|t| t.nodes).collect();
+                forest.push(last.clone());
+                let done = round;
+                round += 1;
+                if let Some((eshards, states)) = &mut eval {
+                    *states = eshards
+                        .iter()
+                        .zip(states.iter())
+                        .enumerate()
+                        .map(|(r, (s, st))| {
+                            place.on(r, ml_eval_next::options()).remote(
+                                s,
+                                st,
+                                last.clone(),
+                                objective,
+                            )
+                        })
+                        .collect();
+                    let losses: Vec<ObjectRef<(f64, u64)>> = states
+                        .iter()
+                        .enumerate()
+                        .map(|(r, st)| place.on(r, ml_eval_loss::options()).remote(st))
+                        .collect();
+                    let losses = starling::get_all(&losses)?;
+                    let (sum, n) = losses
+                        .iter()
+                        .fold((0.0, 0u64), |(a, b), (s, n)| (a + s, b + n));
+                    let metric = match objective {
+                        Objective::SquaredError => (sum / n as f64).sqrt(),
+                        _ => sum / n as f64,
+                    };
+                    history.push(metric);
+                    if self.verbose_eval > 0 && done.is_multiple_of(self.verbose_eval) {
+                        eprintln!("[{done}]\teval-{}:{metric:.6}", metric_name(objective));
+                    }
+                    if best.is_none_or(|(_, b)| metric < b) {
+                        best = Some((done, metric));
+                    }
+                    if let (Some(stop), Some((b, _))) = (self.early_stopping_rounds, best) {
+                        if done - b >= stop {
+                            model.best_iteration = Some(b);
+                            break 'rounds;
+                        }
+                    }
+                } else if self.verbose_eval > 0 && done.is_multiple_of(self.verbose_eval) {
+                    eprintln!(
+                        "[{done}] {} trees, {:.1}s",
+                        model.trees.len(),
+                        began.elapsed().as_secs_f64()
+                    );
+                }
             }
         }
         Ok(FitReport {
@@ -1349,8 +1504,26 @@ impl GbdtEstimator {
             eval_history: history,
             cuts,
             seconds: began.elapsed().as_secs_f64(),
+            workers: world,
         })
     }
+}
+
+/// About how long one task growing several rounds of a one-shard fit should take: long
+/// enough that the task hop is noise, short enough for progress and cancellation.
+const RUN_SECONDS: f64 = 0.05;
+
+/// Default of [`GbdtEstimator::min_rows_per_worker`].
+pub const MIN_ROWS_PER_WORKER: u64 = 50_000;
+
+/// How many of `workers` shards `rows` rows are worth: each at least `min_rows` (0: all).
+fn workers_for(rows: u64, workers: usize, min_rows: u64) -> usize {
+    if min_rows == 0 {
+        return workers;
+    }
+    usize::try_from(rows / min_rows)
+        .unwrap_or(usize::MAX)
+        .clamp(1, workers.max(1))
 }
 
 /// Removes the shards' scratch files when the fit ends, however it ends (best effort).
@@ -1392,6 +1565,13 @@ fn metric_name(objective: Objective) -> &'static str {
         Objective::BinaryLogistic => "logloss",
         Objective::MultiSoftprob { .. } => "mlogloss",
     }
+}
+
+/// Per class, the features a round's trees may split on.
+fn allowed_features(p: &Params, n: usize, round: u32, k: usize) -> Vec<Vec<bool>> {
+    (0..k)
+        .map(|c| feature_sample(p, n, round as usize, c))
+        .collect()
 }
 
 /// Which features tree `class` of `round` may split on (`colsample_bytree`; all when 1).
@@ -1469,6 +1649,7 @@ pinned!(
     __starling_options_ml_summarize,
     __starling_options_ml_bin,
     __starling_options_ml_level,
+    __starling_options_ml_rounds,
     __starling_options_ml_forget,
     __starling_options_ml_sum_hists,
     __starling_options_ml_eval_first,
@@ -1506,7 +1687,8 @@ fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlEr
 }
 
 /// A tree as grown: bin-space nodes plus what the model keeps of each.
-struct GrownTree {
+#[derive(Clone, Serialize, Deserialize)]
+pub struct GrownTree {
     nodes: Vec<BinNode>,
     sums: Vec<GradSum>,
     gains: Vec<f64>,
@@ -1581,27 +1763,34 @@ type Pending = (u32, u32, bool, Vec<i64>);
 
 /// A round's trees, the depth of the last level the workers ran, the splits they applied, and
 /// per class the splits chosen after it (which no worker has applied).
-struct Grown {
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Grown {
     trees: Vec<GrownTree>,
     depth: u32,
     applied: Vec<Vec<SplitRule>>,
     final_rules: Vec<Vec<SplitRule>>,
 }
 
-/// Grows one round's trees (one per class) level by level.
-#[allow(clippy::too_many_arguments)]
-fn grow_round(
-    place: &Placement,
-    (shards, forest, end): (&[ObjectRef<ShardData>], &ObjectRef<Bytes>, Option<RoundEnd>),
-    cuts: &Cuts,
-    layout: &BinLayout,
-    split: &SplitParams,
-    p: &Params,
+/// What growing a round's trees takes besides the histograms.
+struct TreeSpec<'a> {
+    cuts: &'a Cuts,
+    split: &'a SplitParams,
+    p: &'a Params,
+    /// Trees per round (classes).
     k: usize,
-    allowed: &[Vec<bool>],
-    ctx: &RoundCtx,
-) -> Result<Grown, MlError> {
-    let run_level = |plan: &LevelPlan| -> Result<Hist, MlError> {
+    /// Threads each level's histogram building may use.
+    threads: u32,
+}
+
+/// Runs one level on every shard (level tasks and a tree of sums): the driver's way of
+/// growing a round.
+fn level_by_tasks<'a>(
+    place: &'a Placement,
+    shards: &'a [ObjectRef<ShardData>],
+    forest: &'a ObjectRef<Bytes>,
+    layout: &'a BinLayout,
+) -> impl FnMut(&LevelPlan) -> Result<Hist, MlError> + 'a {
+    move |plan: &LevelPlan| {
         let outs: Vec<ObjectRef<HistMsg>> = shards
             .iter()
             .enumerate()
@@ -1616,7 +1805,43 @@ fn grow_round(
             })
             .collect();
         reduce(place, outs)
-    };
+    }
+}
+
+impl Grown {
+    /// How the round ended, for the next round's margins.
+    fn end(&self, fit: u64, round: u32) -> RoundEnd {
+        RoundEnd {
+            classes: self
+                .trees
+                .iter()
+                .zip(&self.final_rules)
+                .map(|(t, rules)| t.end(rules.clone()))
+                .collect(),
+            fit,
+            round,
+            depth: self.depth,
+            applied: self.applied.clone(),
+        }
+    }
+}
+
+/// Grows one round's trees (one per class) level by level; `run_level` gives each level's
+/// summed histograms.
+fn grow_round(
+    spec: &TreeSpec<'_>,
+    ctx: &RoundCtx,
+    end: Option<RoundEnd>,
+    allowed: &[Vec<bool>],
+    mut run_level: impl FnMut(&LevelPlan) -> Result<Hist, MlError>,
+) -> Result<Grown, MlError> {
+    let TreeSpec {
+        cuts,
+        split,
+        p,
+        k,
+        threads,
+    } = *spec;
     let root_plan = LevelPlan {
         classes: (0..k)
             .map(|_| ClassPlan {
@@ -1624,7 +1849,7 @@ fn grow_round(
                 build: vec![0],
             })
             .collect(),
-        threads: place.threads,
+        threads,
         ctx: ctx.clone(),
         depth: 0,
         applied: vec![Vec::new(); k],
@@ -1646,7 +1871,7 @@ fn grow_round(
     for depth in 0..p.max_depth {
         let mut plan = LevelPlan {
             classes: vec![ClassPlan::default(); k],
-            threads: place.threads,
+            threads,
             ctx: ctx.clone(),
             depth: depth as u32 + 1,
             applied: applied.clone(),

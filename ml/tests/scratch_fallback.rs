@@ -35,22 +35,25 @@ fn without_scratch_space_the_trees_are_the_same() {
         columns: ["a", "b", "c", "y"].map(String::from).to_vec(),
         data: cols,
     });
-    let fit = || {
+    // Three shards (a level task each) and one (runs of rounds in one task).
+    let fit = |workers: usize| {
         GbdtEstimator::new(12)
             .params(
                 Params::from_pairs(&[("max_depth", "5"), ("subsample", "0.8"), ("gamma", "0.001")])
                     .expect("params"),
             )
             .scaling_config(ScalingConfig {
-                num_workers: 3,
+                num_workers: workers,
                 num_cpu_per_worker: 1,
             })
+            .min_rows_per_worker(0)
             .fit(&data, &["a", "b", "c"], "y")
             .expect("fit")
     };
-    let with_scratch = fit();
-    std::env::set_var("STARLING_ML_SCRATCH", "/nonexistent/starling-ml-scratch");
-    let without = fit();
+    let with_scratch = fit(3);
     assert_eq!(with_scratch.trees.len(), 12);
-    assert_eq!(with_scratch, without);
+    assert_eq!(fit(1), with_scratch, "one shard, with scratch");
+    std::env::set_var("STARLING_ML_SCRATCH", "/nonexistent/starling-ml-scratch");
+    assert_eq!(fit(3), with_scratch, "three shards, no scratch");
+    assert_eq!(fit(1), with_scratch, "one shard, no scratch");
 }

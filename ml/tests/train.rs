@@ -74,6 +74,8 @@ fn row_major(t: &Table) -> Vec<f32> {
         .collect()
 }
 
+/// `workers` workers, each with a shard however small the data (one worker grows runs of
+/// rounds in one task; several run each level as tasks).
 fn estimator(rounds: usize, workers: usize, params: &[(&str, &str)]) -> GbdtEstimator {
     GbdtEstimator::new(rounds)
         .params(Params::from_pairs(params).unwrap())
@@ -81,6 +83,7 @@ fn estimator(rounds: usize, workers: usize, params: &[(&str, &str)]) -> GbdtEsti
             num_workers: workers,
             num_cpu_per_worker: 1,
         })
+        .min_rows_per_worker(0)
 }
 
 #[test]
@@ -133,6 +136,21 @@ fn one_two_and_four_workers_grow_the_same_trees_on_the_same_bins() {
         }
         assert_eq!(m, first.model, "{workers} workers");
     }
+    // With the default minimum shard size, this data is worth one worker: four asked for
+    // train on one shard, and grow the same trees.
+    let collapsed = estimator(15, 4, &params)
+        .min_rows_per_worker(starling_ml::MIN_ROWS_PER_WORKER)
+        .cuts(cuts.clone())
+        .fit(&data, &COLS, "y")
+        .unwrap();
+    assert_eq!(collapsed, first.model, "4 workers asked, 1 used");
+    // 3001 rows at 1000 per worker: three shards.
+    let three = estimator(15, 4, &params)
+        .min_rows_per_worker(1000)
+        .cuts(cuts)
+        .fit(&data, &COLS, "y")
+        .unwrap();
+    assert_eq!(three, first.model, "4 workers asked, 3 used");
 }
 
 #[test]
