@@ -253,6 +253,19 @@ pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) 
     let (offsets, bins) = cuts.offsets();
     let (total, _) = totals(slot, bins);
     let parent = p.gain(total);
+    // `SplitParams::gain` and `hessian` with the scale's power of two computed once (the
+    // same products, so the same values).
+    let unit = f64::from(-p.scale).exp2();
+    let hessian = |s: GradSum| s.h as f64 * unit;
+    let score = |s: GradSum| {
+        let g = p.threshold_l1(s.g as f64 * unit);
+        let h = s.h as f64 * unit;
+        if h + p.lambda <= 0.0 {
+            0.0
+        } else {
+            g * g / (h + p.lambda)
+        }
+    };
     let mut best: Option<Split> = None;
     let mut best_gain = 1e-6f64;
     for (f, &off) in offsets.iter().enumerate() {
@@ -283,10 +296,10 @@ pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) 
             for b in 0..nb - 1 {
                 left = left.add(bin(b));
                 let right = total.sub(left);
-                if p.hessian(left) < p.min_child_weight || p.hessian(right) < p.min_child_weight {
+                if hessian(left) < p.min_child_weight || hessian(right) < p.min_child_weight {
                     continue;
                 }
-                let gain = p.gain(left) + p.gain(right) - parent;
+                let gain = score(left) + score(right) - parent;
                 if gain > best_gain {
                     best_gain = gain;
                     best = Some(Split {
