@@ -500,7 +500,11 @@ impl Agent {
         let instances = Instances::new(
             self.config.head.clone(),
             creds,
-            self.cache_dir.join("jobs").join(node.to_string()),
+            // Per agent process: agents of other clusters on this host share the cache
+            // directory and number their nodes and jobs from 1 too.
+            self.cache_dir
+                .join("jobs")
+                .join(format!("{node}-p{}", std::process::id())),
             self.log_dir.clone(),
             self.cache.clone(),
             session.outbound.clone(),
