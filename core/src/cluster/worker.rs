@@ -159,20 +159,75 @@ struct Pool {
     fetched: Mutex<FetchCache>,
 }
 
-/// Fetched values, oldest dropped first beyond [`FETCH_CACHE_BYTES`].
+/// Fetched values, oldest dropped first beyond [`FETCH_CACHE_BYTES`]; and the mapped store
+/// files recent tasks read, least recently read dropped first beyond [`MAPPED_KEEP`] or
+/// [`MAPPED_KEEP_BYTES`], and dropped as soon as their file leaves the store (the object was
+/// freed or spilled), so the memory they hold is never kept past its object.
 #[derive(Default)]
 struct FetchCache {
     blobs: std::collections::HashMap<ObjectId, Blob>,
     order: std::collections::VecDeque<ObjectId>,
     bytes: usize,
+    /// Least recently read first. A task that reads the same object as one before it (a
+    /// shard read every round) finds its pages already mapped, and nobody unmaps them
+    /// between the two.
+    mapped: std::collections::VecDeque<(ObjectId, std::path::PathBuf, Blob)>,
 }
 
 /// What a worker process keeps of fetched values.
 const FETCH_CACHE_BYTES: usize = 256 << 20;
 
+/// How many mapped store files, and how many bytes of them, a worker process keeps mapped
+/// after its tasks end.
+const MAPPED_KEEP: usize = 4;
+const MAPPED_KEEP_BYTES: usize = 256 << 20;
+
 impl FetchCache {
-    fn get(&self, object: ObjectId) -> Option<Blob> {
-        self.blobs.get(&object).cloned()
+    /// A kept value; `out` gets the mappings whose files have left the store, to unmap later.
+    fn get(&mut self, object: ObjectId, out: &mut Vec<Blob>) -> Option<Blob> {
+        if let Some(b) = self.blobs.get(&object) {
+            return Some(b.clone());
+        }
+        self.prune(out);
+        let at = self.mapped.iter().position(|(o, _, _)| *o == object)?;
+        let entry = self.mapped.remove(at)?;
+        let blob = entry.2.clone();
+        self.mapped.push_back(entry);
+        Some(blob)
+    }
+
+    /// Drops the mappings of files no longer in the store, into `out`.
+    fn prune(&mut self, out: &mut Vec<Blob>) {
+        let mut i = 0;
+        while i < self.mapped.len() {
+            if self.mapped[i].1.exists() {
+                i += 1;
+            } else if let Some((_, _, b)) = self.mapped.remove(i) {
+                out.push(b);
+            }
+        }
+    }
+
+    /// Keeps a mapped store file at `path`; `out` gets the mappings pushed out.
+    fn put_mapped(
+        &mut self,
+        object: ObjectId,
+        path: &std::path::Path,
+        blob: Blob,
+        out: &mut Vec<Blob>,
+    ) {
+        if blob.len() > MAPPED_KEEP_BYTES / 2 || self.mapped.iter().any(|(o, _, _)| *o == object) {
+            return;
+        }
+        self.mapped.push_back((object, path.to_path_buf(), blob));
+        let mut bytes: usize = self.mapped.iter().map(|(_, _, b)| b.len()).sum();
+        while self.mapped.len() > MAPPED_KEEP || bytes > MAPPED_KEEP_BYTES {
+            let Some((_, _, b)) = self.mapped.pop_front() else {
+                break;
+            };
+            bytes -= b.len();
+            out.push(b);
+        }
     }
 
     fn put(&mut self, object: ObjectId, blob: Blob) {
@@ -288,12 +343,19 @@ impl Pool {
             }
             self.acquire();
             let started = Instant::now();
-            let (function, done) = self.run_task(owner, worker, run);
+            let mut args = Vec::new();
+            let (function, done) = self.run_task(owner, worker, run, &mut args);
             self.release();
             if let Some(function) = function {
                 self.ran(function, started.elapsed());
             }
             UNREPORTED.with(|u| u.borrow_mut().push(done));
+            // Mapped arguments are unmapped only once the result is on its way: tearing down
+            // the page tables of every page a task touched takes a while, and nobody waits on it.
+            if !args.is_empty() && self.runs.is_empty() {
+                self.report();
+            }
+            drop(args);
         }
     }
 
@@ -402,6 +464,7 @@ impl Pool {
         owner: usize,
         worker: starling_proto::WorkerId,
         run: pb::RunTask,
+        args: &mut Vec<Blob>,
     ) -> (Option<std::sync::Arc<str>>, pb::TaskDone) {
         let client = &self.client;
         let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
@@ -415,7 +478,7 @@ impl Pool {
         };
         let task = spec.id.0;
         self.started(task);
-        let done = self.run_spec(client, owner, worker, &spec, &run.args);
+        let done = self.run_spec(client, owner, worker, &spec, &run.args, args);
         let value = match &done.kind {
             Some(task_done::Kind::Inline(bytes)) => Some(Blob::new(bytes.clone())),
             Some(task_done::Kind::Stored(_)) => client
@@ -434,6 +497,7 @@ impl Pool {
         worker: starling_proto::WorkerId,
         spec: &TaskSpec,
         resolved: &[pb::ResolvedArg],
+        keep: &mut Vec<Blob>,
     ) -> pb::TaskDone {
         let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
             task,
@@ -465,8 +529,9 @@ impl Pool {
                         .fetched
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .get(object);
+                        .get(object, keep);
                     let spill = client.local_store().map(|s| s.spill_dir.clone());
+                    let was_cached = cached.is_some();
                     let got = match cached {
                         Some(b) => Ok(b),
                         None => client.handle().block_on(objects::fetch(
@@ -479,12 +544,17 @@ impl Pool {
                     };
                     match got {
                         Ok(b) => {
-                            // A file of this host is mapped, not copied: nothing to keep.
-                            if !b.is_mapped() {
-                                self.fetched
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .put(object, b.clone());
+                            if !was_cached {
+                                // What this pushes out is unmapped with the arguments, after
+                                // the result is reported.
+                                let mut cache =
+                                    self.fetched.lock().unwrap_or_else(|e| e.into_inner());
+                                if b.is_mapped() {
+                                    let path = std::path::Path::new(&l.path);
+                                    cache.put_mapped(object, path, b.clone(), keep);
+                                } else {
+                                    cache.put(object, b.clone());
+                                }
                             }
                             blobs.push(Some(b))
                         }
@@ -535,6 +605,7 @@ impl Pool {
             Invoked::BadArgument(e) => task_done::Kind::BadArgument((&e).into()),
             Invoked::NotFound => task_done::Kind::FunctionNotFound(build_id().to_string()),
         };
+        keep.extend(blobs.into_iter().flatten());
         pb::TaskDone {
             task,
             kind: Some(kind),
@@ -552,4 +623,48 @@ fn mark(task: Option<starling_proto::TaskId>) {
     let _ = std::io::stdout().lock().write_all(line.as_bytes());
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mapped store file of `len` bytes in `dir`, as object `id`.
+    fn mapped(dir: &std::path::Path, id: u64, len: usize) -> (ObjectId, std::path::PathBuf, Blob) {
+        let path = dir.join(id.to_string());
+        std::fs::write(&path, vec![id as u8; len]).expect("write");
+        let blob = Blob::map_file(&path).expect("map");
+        assert!(blob.is_mapped());
+        (ObjectId(id), path, blob)
+    }
+
+    #[test]
+    fn kept_mappings_go_least_recently_read_first_and_when_their_file_leaves() {
+        let dir = std::env::temp_dir().join(format!("starling-fetch-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut cache = FetchCache::default();
+        let mut out = Vec::new();
+        let files: Vec<_> = (1..=5).map(|i| mapped(&dir, i, 4096)).collect();
+        for (id, path, blob) in files.iter().take(MAPPED_KEEP) {
+            cache.put_mapped(*id, path, blob.clone(), &mut out);
+        }
+        assert!(out.is_empty());
+        // Reading object 1 makes object 2 the least recently read.
+        let one = cache.get(ObjectId(1), &mut out).expect("kept");
+        assert_eq!(one[0], 1);
+        let (id, path, blob) = &files[4];
+        cache.put_mapped(*id, path, blob.clone(), &mut out);
+        assert_eq!(out.len(), 1, "one pushed out");
+        assert_eq!(out[0][0], 2, "the least recently read");
+        assert!(cache.get(ObjectId(2), &mut out).is_none());
+        // Object 3's file leaves the store (freed or spilled): its mapping goes.
+        std::fs::remove_file(&files[2].1).expect("remove");
+        out.clear();
+        assert!(cache.get(ObjectId(3), &mut out).is_none());
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0][0], 3);
+        assert!(cache.get(ObjectId(4), &mut out).is_some());
+        assert_eq!(out.len(), 1, "nothing else went");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
