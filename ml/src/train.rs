@@ -1510,7 +1510,8 @@ impl GbdtEstimator {
 }
 
 /// About how long one task growing several rounds of a one-shard fit should take: long
-/// enough that the task hop is noise, short enough for progress and cancellation.
+/// enough that the task hop is noise, short enough that progress shows and a retried task
+/// redoes little.
 const RUN_SECONDS: f64 = 0.05;
 
 /// Default of [`GbdtEstimator::min_rows_per_worker`].
