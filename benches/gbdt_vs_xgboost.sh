@@ -75,6 +75,7 @@ print(json.dumps({
     "engine": engine, "dataset": ds, "metric": metric, "value": float(kv[metric]),
     "accuracy": float(kv["accuracy"]) if "accuracy" in kv else None,
     "train_seconds": float(kv["train_seconds"]), "workers": workers,
+    "workers_used": int(kv.get("workers_used", workers)),
 }))
 EOF
   done
@@ -97,8 +98,8 @@ n = max(len(t) for t in runs.values())
 print()
 print(f"Times: median of {n} run(s) each (spread in brackets); ratio of the medians.")
 print()
-print("| dataset | engine | metric | xgboost | starling | metric diff | xgboost s | starling s | time ratio |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| dataset | engine | workers used | metric | xgboost | starling | metric diff | xgboost s | starling s | time ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for ds, e in by.items():
     x = e.get("xgboost")
     for engine in ("starling-local", "starling-inproc"):
@@ -110,7 +111,8 @@ for ds, e in by.items():
         if x.get("accuracy") is not None and s.get("accuracy") is not None:
             acc = f" (acc {x['accuracy']:.4f} / {s['accuracy']:.4f})"
         spread = lambda r: f" [{r['spread']}]" if r.get("spread") else ""
-        print(f"| {ds} | {engine} | {x['metric']}{acc} | {x['value']:.5f} | {s['value']:.5f} "
+        used = f"{s.get('workers_used', s['workers'])} of {s['workers']}"
+        print(f"| {ds} | {engine} | {used} | {x['metric']}{acc} | {x['value']:.5f} | {s['value']:.5f} "
               f"| {diff:+.2f}% | {x['train_seconds']:.2f}{spread(x)} "
               f"| {s['train_seconds']:.2f}{spread(s)} "
               f"| {s['train_seconds'] / x['train_seconds']:.2f}x |")
