@@ -134,6 +134,20 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
         fetched: Mutex::default(),
     });
     let _ = POOL.set(pool.clone());
+    // Kept mappings of objects freed while this process is idle go within a second.
+    let weak = Arc::downgrade(&pool);
+    client.handle().spawn(async move {
+        loop {
+            tokio::time::sleep(MAPPED_PRUNE_EVERY).await;
+            let Some(pool) = weak.upgrade() else { return };
+            let mut gone = Vec::new();
+            pool.fetched
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .prune(&mut gone);
+            drop(gone);
+        }
+    });
     pool.executor();
     Ok(())
 }
@@ -161,8 +175,9 @@ struct Pool {
 
 /// Fetched values, oldest dropped first beyond [`FETCH_CACHE_BYTES`]; and the mapped store
 /// files recent tasks read, least recently read dropped first beyond [`MAPPED_KEEP`] or
-/// [`MAPPED_KEEP_BYTES`], and dropped as soon as their file leaves the store (the object was
-/// freed or spilled), so the memory they hold is never kept past its object.
+/// [`MAPPED_KEEP_BYTES`], and dropped once their file has left the store (the object was
+/// freed or spilled: checked whenever a task reads an argument, and every
+/// [`MAPPED_PRUNE_EVERY`]), so the memory they hold is not kept past its object.
 #[derive(Default)]
 struct FetchCache {
     blobs: std::collections::HashMap<ObjectId, Blob>,
@@ -181,6 +196,9 @@ const FETCH_CACHE_BYTES: usize = 256 << 20;
 /// after its tasks end.
 const MAPPED_KEEP: usize = 4;
 const MAPPED_KEEP_BYTES: usize = 256 << 20;
+
+/// How often a worker process drops the kept mappings whose files left the store.
+const MAPPED_PRUNE_EVERY: Duration = Duration::from_secs(1);
 
 impl FetchCache {
     /// A kept value; `out` gets the mappings whose files have left the store, to unmap later.
