@@ -176,8 +176,8 @@ struct Pool {
 /// Fetched values, oldest dropped first beyond [`FETCH_CACHE_BYTES`]; and the mapped store
 /// files recent tasks read, least recently read dropped first beyond [`MAPPED_KEEP`] or
 /// [`MAPPED_KEEP_BYTES`], and dropped once their file has left the store (the object was
-/// freed or spilled: checked whenever a task reads an argument, and every
-/// [`MAPPED_PRUNE_EVERY`]), so the memory they hold is not kept past its object.
+/// freed or spilled: checked every [`MAPPED_PRUNE_EVERY`]), so the memory they hold is not
+/// kept past its object by more than that.
 #[derive(Default)]
 struct FetchCache {
     blobs: std::collections::HashMap<ObjectId, Blob>,
@@ -201,12 +201,10 @@ const MAPPED_KEEP_BYTES: usize = 256 << 20;
 const MAPPED_PRUNE_EVERY: Duration = Duration::from_secs(1);
 
 impl FetchCache {
-    /// A kept value; `out` gets the mappings whose files have left the store, to unmap later.
-    fn get(&mut self, object: ObjectId, out: &mut Vec<Blob>) -> Option<Blob> {
+    fn get(&mut self, object: ObjectId) -> Option<Blob> {
         if let Some(b) = self.blobs.get(&object) {
             return Some(b.clone());
         }
-        self.prune(out);
         let at = self.mapped.iter().position(|(o, _, _)| *o == object)?;
         let entry = self.mapped.remove(at)?;
         let blob = entry.2.clone();
@@ -547,7 +545,7 @@ impl Pool {
                         .fetched
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .get(object, keep);
+                        .get(object);
                     let spill = client.local_store().map(|s| s.spill_dir.clone());
                     let was_cached = cached.is_some();
                     let got = match cached {
@@ -668,20 +666,21 @@ mod tests {
         }
         assert!(out.is_empty());
         // Reading object 1 makes object 2 the least recently read.
-        let one = cache.get(ObjectId(1), &mut out).expect("kept");
+        let one = cache.get(ObjectId(1)).expect("kept");
         assert_eq!(one[0], 1);
         let (id, path, blob) = &files[4];
         cache.put_mapped(*id, path, blob.clone(), &mut out);
         assert_eq!(out.len(), 1, "one pushed out");
         assert_eq!(out[0][0], 2, "the least recently read");
-        assert!(cache.get(ObjectId(2), &mut out).is_none());
+        assert!(cache.get(ObjectId(2)).is_none());
         // Object 3's file leaves the store (freed or spilled): its mapping goes.
         std::fs::remove_file(&files[2].1).expect("remove");
         out.clear();
-        assert!(cache.get(ObjectId(3), &mut out).is_none());
+        cache.prune(&mut out);
+        assert!(cache.get(ObjectId(3)).is_none());
         assert_eq!(out.len(), 1);
         assert_eq!(out[0][0], 3);
-        assert!(cache.get(ObjectId(4), &mut out).is_some());
+        assert!(cache.get(ObjectId(4)).is_some());
         assert_eq!(out.len(), 1, "nothing else went");
         let _ = std::fs::remove_dir_all(&dir);
     }
