@@ -17,6 +17,7 @@
 //! Every step is a task over objects, so a lost node's shards and margins are rebuilt from
 //! lineage like any other result, and the driver holds only histograms and trees.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -319,6 +320,25 @@ impl HistMsg {
         }
     }
 
+    /// `self + other` in one pass over both.
+    fn sum(&self, other: &HistMsg) -> Result<Hist, MlError> {
+        if self.bins != other.bins || self.data.len() != other.data.len() {
+            return Err(MlError::Shape(
+                "shards sent histograms of different shapes".into(),
+            ));
+        }
+        let le = |b: &[u8]| i64::from_le_bytes(b.try_into().expect("8 bytes"));
+        Ok(Hist {
+            bins: self.bins as usize,
+            data: self
+                .data
+                .chunks_exact(8)
+                .zip(other.data.chunks_exact(8))
+                .map(|(a, b)| le(a) + le(b))
+                .collect(),
+        })
+    }
+
     fn to_hist(&self) -> Hist {
         Hist {
             bins: self.bins as usize,
@@ -493,11 +513,66 @@ fn gradients(objective: Objective, margins: &[f32], label: f32, out: &mut [(f32,
 
 /// Fills in the gradients of `margins` (`rows x classes`) as fixed-point `(g, h)` pairs.
 fn gradients_into(shard: &ShardData, margins: &[f32], grads: &mut [i32], ctx: &RoundCtx) {
-    let k = ctx.objective.groups();
-    let labels = f32s(&shard.labels);
-    let mut gh = vec![(0f32, 0f32); k];
+    if ctx.objective.groups() == 1 && ctx.subsample >= 1.0 {
+        one_class_gradients(shard, margins, grads, ctx);
+    } else {
+        row_gradients(shard, margins, grads, ctx);
+    }
+}
+
+/// A shard's little-endian `f32` label.
+fn label(b: &[u8]) -> f32 {
+    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// [`gradients_into`] for one class and every row: in blocks, the probabilities first (the
+/// libm call), then the fixed-point pairs in a pass of plain arithmetic. The same values as
+/// [`row_gradients`], about twice as fast.
+fn one_class_gradients(shard: &ShardData, margins: &[f32], grads: &mut [i32], ctx: &RoundCtx) {
     let factor = hist::factor(ctx.scale);
-    for (i, y) in labels.iter().enumerate() {
+    let bound = ctx.grad_bound;
+    {
+        const BLOCK: usize = 1024;
+        let logistic = matches!(ctx.objective, Objective::BinaryLogistic);
+        let mut probs = [0f32; BLOCK];
+        for ((m, y), out) in margins
+            .chunks(BLOCK)
+            .zip(shard.labels.chunks(4 * BLOCK))
+            .zip(grads.chunks_mut(2 * BLOCK))
+        {
+            let probs = &mut probs[..m.len()];
+            if logistic {
+                for (p, m) in probs.iter_mut().zip(m) {
+                    *p = crate::model::sigmoid(*m);
+                }
+            } else {
+                probs.copy_from_slice(m);
+            }
+            for ((p, y), out) in probs
+                .iter()
+                .zip(y.chunks_exact(4))
+                .zip(out.chunks_exact_mut(2))
+            {
+                let g = p - label(y);
+                let h = if logistic {
+                    (p * (1.0 - p)).max(1e-16)
+                } else {
+                    1.0
+                };
+                out[0] = hist::quantize(g.clamp(-bound, bound), factor);
+                out[1] = hist::quantize(h.min(bound), factor);
+            }
+        }
+    }
+}
+
+/// [`gradients_into`] row by row, any objective, with `subsample`.
+fn row_gradients(shard: &ShardData, margins: &[f32], grads: &mut [i32], ctx: &RoundCtx) {
+    let k = ctx.objective.groups();
+    let factor = hist::factor(ctx.scale);
+    let bound = ctx.grad_bound;
+    let mut gh = vec![(0f32, 0f32); k];
+    for (i, y) in shard.labels.chunks_exact(4).map(label).enumerate() {
         let out = &mut grads[2 * i * k..2 * (i + 1) * k];
         if ctx.subsample < 1.0
             && draw(ctx.seed, ctx.round, shard.row_offset + i as u64) >= ctx.subsample
@@ -505,12 +580,10 @@ fn gradients_into(shard: &ShardData, margins: &[f32], grads: &mut [i32], ctx: &R
             out.fill(0);
             continue;
         }
-        gradients(ctx.objective, &margins[i * k..(i + 1) * k], *y, &mut gh);
+        gradients(ctx.objective, &margins[i * k..(i + 1) * k], y, &mut gh);
         for (c, (g, h)) in gh.iter().enumerate() {
-            let g = g.clamp(-ctx.grad_bound, ctx.grad_bound);
-            let h = h.min(ctx.grad_bound);
-            out[2 * c] = hist::quantize(g, factor);
-            out[2 * c + 1] = hist::quantize(h, factor);
+            out[2 * c] = hist::quantize(g.clamp(-bound, bound), factor);
+            out[2 * c + 1] = hist::quantize(h.min(bound), factor);
         }
     }
 }
@@ -1676,15 +1749,18 @@ fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlEr
         hists = next;
     }
     let last: Vec<ObjectRef<HistMsg>> = hists.into_iter().map(|(_, h)| h).collect();
-    let mut parts = starling::get_all(&last)?.into_iter();
-    let mut total = parts
-        .next()
-        .ok_or_else(|| MlError::Param("no shards".into()))?
-        .to_hist();
-    for p in parts {
-        total.add_msg(&p)?;
+    let parts = starling::get_all(&last)?;
+    match parts.as_slice() {
+        [] => Err(MlError::Param("no shards".into())),
+        [one] => Ok(one.to_hist()),
+        [a, b, rest @ ..] => {
+            let mut total = a.sum(b)?;
+            for p in rest {
+                total.add_msg(p)?;
+            }
+            Ok(total)
+        }
     }
-    Ok(total)
 }
 
 /// A tree as grown: bin-space nodes plus what the model keeps of each.
@@ -1760,7 +1836,84 @@ fn leaf_output(sum: GradSum, p: &Params, split: &SplitParams) -> f32 {
 
 /// A split whose children's histograms are on their way: (left, right, whether the left one
 /// is built, the parent's histogram).
-type Pending = (u32, u32, bool, Vec<i64>);
+type Pending = (u32, u32, bool, NodeHist);
+
+/// A growing node's histogram: a slot of its level's summed histograms (shared, not copied),
+/// or its own (a sibling's, made by subtraction).
+enum NodeHist {
+    Slot(Arc<Hist>, usize),
+    Own(Vec<i64>),
+}
+
+impl NodeHist {
+    fn values(&self) -> &[i64] {
+        match self {
+            NodeHist::Slot(h, s) => h.slot(*s),
+            NodeHist::Own(v) => v,
+        }
+    }
+
+    /// `self - built`: the sibling's histogram, made in place when this one is its own.
+    fn minus(self, built: &[i64]) -> Vec<i64> {
+        match self {
+            NodeHist::Own(mut v) => {
+                for (a, b) in v.iter_mut().zip(built) {
+                    *a -= *b;
+                }
+                v
+            }
+            NodeHist::Slot(..) => Hist::difference(self.values(), built),
+        }
+    }
+}
+
+/// Best splits of many nodes, over up to `threads` threads when there are enough of them
+/// (the workers wait on these, so the driver may use the cores they leave idle).
+fn best_splits(
+    nodes: &[(usize, &[i64])],
+    cuts: &Cuts,
+    split: &SplitParams,
+    allowed: &[Vec<bool>],
+    threads: usize,
+) -> Vec<Option<hist::Split>> {
+    let find = |items: &[(usize, &[i64])]| -> Vec<Option<hist::Split>> {
+        items
+            .iter()
+            .map(|(c, h)| hist::best_split(h, cuts, split, &allowed[*c]))
+            .collect()
+    };
+    let threads = threads.min(nodes.len() / SPLITS_PER_THREAD).max(1);
+    if threads <= 1 {
+        return find(nodes);
+    }
+    let chunk = nodes.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = nodes
+            .chunks(chunk)
+            .map(|items| {
+                let find = &find;
+                s.spawn(move || find(items))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(nodes.len());
+        for part in parts {
+            match part.join() {
+                Ok(found) => out.extend(found),
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        }
+        out
+    })
+}
+
+/// Fewest nodes worth a thread of [`best_splits`] (a node's search takes tens of
+/// microseconds, about what starting a thread does).
+const SPLITS_PER_THREAD: usize = 4;
+
+/// Threads the driver searches splits on.
+fn split_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
 
 /// A round's trees, the depth of the last level the workers ran, the splits they applied, and
 /// per class the splits chosen after it (which no worker has applied).
@@ -1856,18 +2009,19 @@ fn grow_round(
         applied: vec![Vec::new(); k],
         end,
     };
-    let hist = run_level(&root_plan)?;
+    let hist = Arc::new(run_level(&root_plan)?);
     let mut applied: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
     let mut ran_depth = 0u32;
     let bins = hist.bins;
     let mut trees: Vec<GrownTree> = Vec::with_capacity(k);
     // Per class: the nodes still growing, with their histograms.
-    let mut frontier: Vec<Vec<(u32, Vec<i64>)>> = Vec::with_capacity(k);
+    let mut frontier: Vec<Vec<(u32, NodeHist)>> = Vec::with_capacity(k);
     for c in 0..k {
-        let slot = hist.slot(c).to_vec();
-        trees.push(GrownTree::new(hist::totals(&slot, bins).0, p, split));
-        frontier.push(vec![(0, slot)]);
+        trees.push(GrownTree::new(hist::totals(hist.slot(c), bins).0, p, split));
+        frontier.push(vec![(0, NodeHist::Slot(hist.clone(), c))]);
     }
+    drop(hist);
+    let search_threads = split_threads();
     let mut final_rules: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
     for depth in 0..p.max_depth {
         let mut plan = LevelPlan {
@@ -1878,10 +2032,17 @@ fn grow_round(
             applied: applied.clone(),
             end: None,
         };
-        let mut pending: Vec<Vec<Pending>> = vec![Vec::new(); k];
+        let mut pending: Vec<Vec<Pending>> = (0..k).map(|_| Vec::new()).collect();
+        let searched: Vec<(usize, &[i64])> = frontier
+            .iter()
+            .enumerate()
+            .flat_map(|(c, nodes)| nodes.iter().map(move |(_, h)| (c, h.values())))
+            .collect();
+        let mut found = best_splits(&searched, cuts, split, allowed, search_threads).into_iter();
+        drop(searched);
         for c in 0..k {
             for (node, slot) in std::mem::take(&mut frontier[c]) {
-                let Some(s) = hist::best_split(&slot, cuts, split, &allowed[c]) else {
+                let Some(s) = found.next().flatten() else {
                     continue;
                 };
                 let t = &mut trees[c];
@@ -1916,7 +2077,7 @@ fn grow_round(
             final_rules = plan.classes.into_iter().map(|c| c.splits).collect();
             break;
         }
-        let hist = run_level(&plan)?;
+        let hist = Arc::new(run_level(&plan)?);
         ran_depth = plan.depth;
         for (a, cp) in applied.iter_mut().zip(&plan.classes) {
             a.extend_from_slice(&cp.splits);
@@ -1924,9 +2085,9 @@ fn grow_round(
         let mut slot = 0usize;
         for c in 0..k {
             for (l, r, left_built, parent) in std::mem::take(&mut pending[c]) {
-                let built = hist.slot(slot).to_vec();
+                let other = NodeHist::Own(parent.minus(hist.slot(slot)));
+                let built = NodeHist::Slot(hist.clone(), slot);
                 slot += 1;
-                let other = Hist::difference(&parent, &built);
                 let (ls, rs) = if left_built {
                     (built, other)
                 } else {
@@ -2043,6 +2204,50 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_class_gradients_match_the_row_by_row_ones() {
+        let n = 2500;
+        let margins: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
+        for (objective, bound) in [
+            (Objective::BinaryLogistic, 1.0),
+            (Objective::SquaredError, 6.0),
+        ] {
+            let labels: Vec<f32> = (0..n)
+                .map(|i| match objective {
+                    Objective::BinaryLogistic => (i % 3 == 0) as u8 as f32,
+                    _ => (i as f32 * 0.11).cos() * 4.0,
+                })
+                .collect();
+            let shard = ShardData {
+                n_rows: n as u64,
+                n_features: 0,
+                row_offset: 0,
+                bins: Bytes::new(Vec::new()),
+                columns: Bytes::new(Vec::new()),
+                labels: f32_bytes(&labels),
+            };
+            let ctx = RoundCtx {
+                objective,
+                base_margin: 0.0,
+                round: 0,
+                scale: hist::scale_for(bound),
+                grad_bound: bound as f32,
+                subsample: 1.0,
+                seed: 0,
+                fit: 0,
+                max_depth: 6,
+            };
+            let (mut fast, mut rows) = (vec![0i32; 2 * n], vec![0i32; 2 * n]);
+            one_class_gradients(&shard, &margins, &mut fast, &ctx);
+            row_gradients(&shard, &margins, &mut rows, &ctx);
+            assert_eq!(fast, rows, "{objective:?}");
+            // Clamped to the bound: some rows reach it, none pass it.
+            let top = 1i32 << 30;
+            assert!(fast.iter().all(|v| v.abs() <= top));
+            assert!(fast.iter().step_by(2).any(|v| v.abs() > top / 2));
+        }
+    }
 
     #[test]
     fn a_packed_forest_unpacks_to_itself_and_a_cut_one_is_an_error() {
