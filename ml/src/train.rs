@@ -1906,9 +1906,9 @@ fn best_splits(
     })
 }
 
-/// Fewest nodes worth a thread of [`best_splits`] (a node's search takes tens of
-/// microseconds, about what starting a thread does).
-const SPLITS_PER_THREAD: usize = 4;
+/// Fewest nodes worth a thread of [`best_splits`]: a node's search takes 30-60 us, starting
+/// a thread (measured on a 2-core VM) 150-200 us.
+const SPLITS_PER_THREAD: usize = 16;
 
 /// Threads the driver searches splits on.
 fn split_threads() -> usize {
