@@ -40,9 +40,10 @@ macro_rules! le_codec {
     ($to:ident, $from:ident, $t:ty, $n:expr) => {
         #[allow(dead_code)]
         fn $to(v: &[$t]) -> Bytes {
-            let mut out = Vec::with_capacity(v.len() * $n);
-            for x in v {
-                out.extend_from_slice(&x.to_le_bytes());
+            // Fixed-size chunks: on a little-endian machine this is a plain copy.
+            let mut out = vec![0u8; v.len() * $n];
+            for (o, x) in out.chunks_exact_mut($n).zip(v) {
+                o.copy_from_slice(&x.to_le_bytes());
             }
             Bytes::new(out)
         }
@@ -1735,7 +1736,11 @@ pinned!(
 /// Sums the shards' histograms by a tree of tasks, each pair summed on the first one's node,
 /// down to two, which the driver fetches together and adds: the driver reads two histograms
 /// per level however many workers there are, and the last sum costs no task hop.
-fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlError> {
+fn reduce(
+    place: &Placement,
+    outs: Vec<ObjectRef<HistMsg>>,
+    spent: &mut Vec<HistMsg>,
+) -> Result<Hist, MlError> {
     let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = outs.into_iter().enumerate().collect();
     while hists.len() > 2 {
         let mut next = Vec::with_capacity(hists.len().div_ceil(2));
@@ -1750,7 +1755,7 @@ fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlEr
     }
     let last: Vec<ObjectRef<HistMsg>> = hists.into_iter().map(|(_, h)| h).collect();
     let parts = starling::get_all(&last)?;
-    match parts.as_slice() {
+    let total = match parts.as_slice() {
         [] => Err(MlError::Param("no shards".into())),
         [one] => Ok(one.to_hist()),
         [a, b, rest @ ..] => {
@@ -1760,7 +1765,9 @@ fn reduce(place: &Placement, outs: Vec<ObjectRef<HistMsg>>) -> Result<Hist, MlEr
             }
             Ok(total)
         }
-    }
+    };
+    spent.extend(parts);
+    total
 }
 
 /// A tree as grown: bin-space nodes plus what the model keeps of each.
@@ -1944,6 +1951,9 @@ fn level_by_tasks<'a>(
     forest: &'a ObjectRef<Bytes>,
     layout: &'a BinLayout,
 ) -> impl FnMut(&LevelPlan) -> Result<Hist, MlError> + 'a {
+    // The previous level's messages, mostly mapped store files: dropped once this level's
+    // tasks are out, as unmapping them takes a while and nothing waits for it then.
+    let mut spent: Vec<HistMsg> = Vec::new();
     move |plan: &LevelPlan| {
         let outs: Vec<ObjectRef<HistMsg>> = shards
             .iter()
@@ -1958,7 +1968,8 @@ fn level_by_tasks<'a>(
                 )
             })
             .collect();
-        reduce(place, outs)
+        spent.clear();
+        reduce(place, outs, &mut spent)
     }
 }
 
