@@ -1,6 +1,9 @@
 //! Node-local scratch: per-row state of a shard kept between its tasks in memory-mapped files
 //! on the node: the rows grouped by the tree node they are at in the tree being grown (`part`,
-//! see [`crate::partition`]), and the rows' margins and fixed-point gradients (`mar`).
+//! see [`crate::partition`]), and the rows' margins and fixed-point gradients (`mar`). Also a
+//! level's histograms (`hist`), when the fit's driver shares the directory (it leaves a
+//! `starling-ml-<fit>.driver` marker there): the driver reads them from a mapping it keeps,
+//! instead of a new store file per level and shard.
 //!
 //! Any worker process on the node continues where the previous task left off, updating the
 //! file in place: nothing is copied, nothing goes through the object store. A file's stamp says
@@ -40,6 +43,8 @@ fn dir() -> PathBuf {
 pub const PARTITION: &str = "part";
 /// Margins then gradients.
 pub const MARGINS: &str = "mar";
+/// A level's histograms, left for a driver on the same node (see [`mark_driver`]).
+pub const HIST: &str = "hist";
 
 fn path(fit: u64, rank: u32, kind: &str) -> PathBuf {
     dir().join(format!("starling-ml-{fit:016x}-{rank}.{kind}"))
@@ -73,6 +78,23 @@ impl Scratch {
     /// Opens (creating it if needed) the `kind` file of shard `rank` of `fit`, sized for `len`
     /// words. A new or resized file has no valid stamp.
     pub fn open(fit: u64, rank: u32, kind: &str, len: usize) -> io::Result<Self> {
+        Self::open_with(fit, rank, kind, len, true)
+    }
+
+    /// Opens the `kind` file of shard `rank` of `fit` if it exists with room for `len` words.
+    pub fn open_existing(fit: u64, rank: u32, kind: &str, len: usize) -> io::Result<Self> {
+        let size = (HEADER + 4 * len) as u64;
+        let meta = std::fs::metadata(path(fit, rank, kind))?;
+        if meta.len() != size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("scratch file of {} bytes, not {size}", meta.len()),
+            ));
+        }
+        Self::open_with(fit, rank, kind, len, false)
+    }
+
+    fn open_with(fit: u64, rank: u32, kind: &str, len: usize, create: bool) -> io::Result<Self> {
         let path = path(fit, rank, kind);
         let size = (HEADER + 4 * len) as u64;
         if let Ok(meta) = std::fs::metadata(&path) {
@@ -97,7 +119,7 @@ impl Scratch {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
+            .create(create)
             .truncate(false)
             .open(&path)?;
         let meta = file.metadata()?;
@@ -153,6 +175,17 @@ impl Scratch {
         }
     }
 
+    /// The words as bytes, to read in place.
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes()[HEADER..HEADER + 4 * self.len]
+    }
+
+    /// The words as bytes, to write in place.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.bytes_mut()[HEADER..HEADER + 4 * len]
+    }
+
     /// The words, to read and update in place.
     pub fn as_mut_slice(&mut self) -> &mut [u32] {
         let len = self.len;
@@ -192,14 +225,40 @@ impl Drop for Scratch {
 /// Removes the scratch files of shard `rank` of `fit` (if any), and this process's mappings
 /// of them.
 pub fn remove(fit: u64, rank: u32) {
-    let paths = [path(fit, rank, PARTITION), path(fit, rank, MARGINS)];
+    let kinds = [PARTITION, MARGINS, HIST];
+    let paths = kinds.map(|kind| path(fit, rank, kind));
     MAPPED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .retain(|(k, _)| !paths.contains(&k.path));
-    for kind in [PARTITION, MARGINS] {
-        let _ = std::fs::remove_file(path(fit, rank, kind));
+    for p in paths {
+        let _ = std::fs::remove_file(p);
     }
+}
+
+/// The marker a fit's driver leaves in the scratch directory: tasks that see it share the
+/// driver's scratch (same host, same directory), so they may leave results there for it.
+fn driver_marker(fit: u64) -> PathBuf {
+    dir().join(format!("starling-ml-{fit:016x}.driver"))
+}
+
+/// Marks this process as the driver of `fit` for tasks that share its scratch directory.
+pub fn mark_driver(fit: u64) -> io::Result<()> {
+    std::fs::write(driver_marker(fit), std::process::id().to_string())
+}
+
+/// Whether the driver of `fit` shares this process's scratch directory.
+pub fn driver_here(fit: u64) -> bool {
+    driver_marker(fit).exists()
+}
+
+/// Ends [`mark_driver`] and drops this process's mappings of the fit's files.
+pub fn unmark_driver(fit: u64) {
+    let _ = std::fs::remove_file(driver_marker(fit));
+    MAPPED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(k, _)| k.fit != fit);
 }
 
 #[cfg(test)]

@@ -304,13 +304,18 @@ pub struct LevelPlan {
     applied: Vec<Vec<SplitRule>>,
     /// At the root: how the previous round ended, to bring the margins up to this round.
     end: Option<RoundEnd>,
+    /// Leave the histograms in the shard's `hist` scratch file when the driver shares it.
+    hist_scratch: bool,
 }
 
-/// A histogram as it travels (one block of little-endian i64s).
+/// A histogram as it travels (one block of little-endian i64s), or a note that it was left in
+/// the shard's `hist` scratch file for a driver on the same node.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct HistMsg {
     bins: u64,
     data: Bytes,
+    /// How many values the shard's `hist` scratch file holds instead (`data` is empty).
+    in_scratch: Option<u64>,
 }
 
 impl HistMsg {
@@ -318,25 +323,27 @@ impl HistMsg {
         HistMsg {
             bins: h.bins as u64,
             data: i64_bytes(&h.data),
+            in_scratch: None,
         }
     }
 
-    /// `self + other` in one pass over both.
-    fn sum(&self, other: &HistMsg) -> Result<Hist, MlError> {
-        if self.bins != other.bins || self.data.len() != other.data.len() {
-            return Err(MlError::Shape(
-                "shards sent histograms of different shapes".into(),
-            ));
+    /// Leaves `h` in shard `rank`'s `hist` scratch file, stamped with the plan's round and
+    /// level, and returns a message saying so; `None` where there is no room or no file.
+    fn to_scratch(h: &Hist, plan: &LevelPlan, rank: u32) -> Option<Self> {
+        let words = hist_scratch_words(plan.ctx.max_depth, plan.classes.len(), h.bins)?;
+        if 2 * h.data.len() > words {
+            return None;
         }
-        let le = |b: &[u8]| i64::from_le_bytes(b.try_into().expect("8 bytes"));
-        Ok(Hist {
-            bins: self.bins as usize,
-            data: self
-                .data
-                .chunks_exact(8)
-                .zip(other.data.chunks_exact(8))
-                .map(|(a, b)| le(a) + le(b))
-                .collect(),
+        let mut file = scratch::Scratch::open(plan.ctx.fit, rank, scratch::HIST, words).ok()?;
+        file.set_stamp(None);
+        for (o, x) in file.payload_mut().chunks_exact_mut(8).zip(&h.data) {
+            o.copy_from_slice(&x.to_le_bytes());
+        }
+        file.set_stamp(Some((plan.ctx.round, plan.depth)));
+        Some(HistMsg {
+            bins: h.bins as u64,
+            data: Bytes::new(Vec::new()),
+            in_scratch: Some(h.data.len() as u64),
         })
     }
 
@@ -361,6 +368,50 @@ impl Hist {
         }
         Ok(())
     }
+}
+
+/// Two histograms as little-endian bytes, added in one pass.
+fn sum_le(bins_a: u64, a: &[u8], bins_b: u64, b: &[u8]) -> Result<Hist, MlError> {
+    if bins_a != bins_b || a.len() != b.len() {
+        return Err(MlError::Shape(
+            "shards sent histograms of different shapes".into(),
+        ));
+    }
+    let le = |b: &[u8]| i64::from_le_bytes(b.try_into().expect("8 bytes"));
+    Ok(Hist {
+        bins: bins_a as usize,
+        data: a
+            .chunks_exact(8)
+            .zip(b.chunks_exact(8))
+            .map(|(a, b)| le(a) + le(b))
+            .collect(),
+    })
+}
+
+/// Shard `rank`'s `hist` scratch file, if it holds `len` values of `plan`'s level (its round
+/// and depth stamped).
+fn left_in_scratch(
+    plan: &LevelPlan,
+    rank: u32,
+    bins: usize,
+    len: usize,
+) -> Option<scratch::Scratch> {
+    let words = hist_scratch_words(plan.ctx.max_depth, plan.classes.len(), bins)?;
+    let file = scratch::Scratch::open_existing(plan.ctx.fit, rank, scratch::HIST, words).ok()?;
+    (file.stamp() == Some((plan.ctx.round, plan.depth)) && 8 * len <= file.payload().len())
+        .then_some(file)
+}
+
+/// Room (32-bit words) in a shard's `hist` scratch file for the largest level of a fit: the
+/// root builds `classes` slots, a level below it at most `classes * 2^(depth - 1)`, and the
+/// deepest level run is `max_depth - 1`. `None` above 64 MiB: such levels travel as results.
+fn hist_scratch_words(max_depth: u32, classes: usize, bins: usize) -> Option<usize> {
+    let widest = 1usize.checked_shl(max_depth.saturating_sub(2))?;
+    let words = classes
+        .checked_mul(widest)?
+        .checked_mul(2 * bins + 3)?
+        .checked_mul(2)?;
+    (words <= 16 << 20).then_some(words)
 }
 
 /// Positions recomputed: every row walked from the root through `applied` (per class).
@@ -953,9 +1004,12 @@ fn ml_level(
     // (rebuilt from the forest if this runs elsewhere).
     let mut margins = margins_scratch(&shard, &forest, plan.end.as_ref(), rank, &plan.ctx)?;
     let (_, grads) = margins.split(len);
-    Ok(HistMsg::from_hist(&level_on(
-        &shard, grads, &plan, &layout, rank,
-    )))
+    let hist = level_on(&shard, grads, &plan, &layout, rank);
+    let shared = plan.hist_scratch && scratch::driver_here(plan.ctx.fit);
+    Ok(shared
+        .then(|| HistMsg::to_scratch(&hist, &plan, rank))
+        .flatten()
+        .unwrap_or_else(|| HistMsg::from_hist(&hist)))
 }
 
 /// Runs `plan`'s level on the shard's row groups: kept in its scratch file between levels, or
@@ -1072,6 +1126,11 @@ fn ml_forget(fit: u64, rank: u32) {
 
 #[starling::remote]
 fn ml_sum_hists(a: HistMsg, b: HistMsg) -> Result<HistMsg, MlError> {
+    if a.in_scratch.is_some() || b.in_scratch.is_some() {
+        return Err(MlError::Shape(
+            "a histogram left in a driver's scratch reached a sum task".into(),
+        ));
+    }
     let mut h = a.to_hist();
     h.add_msg(&b)?;
     Ok(HistMsg::from_hist(&h))
@@ -1456,6 +1515,8 @@ impl GbdtEstimator {
             fit,
             world,
         };
+        // Shards on this node may leave their histograms in scratch for this process to read.
+        let shares_scratch = world <= 2 && scratch::mark_driver(fit).is_ok();
         let mut end: Option<RoundEnd> = None;
         let mut history = Vec::new();
         let mut best: Option<(usize, f64)> = None;
@@ -1510,7 +1571,8 @@ impl GbdtEstimator {
             } else {
                 let ctx = ctx_of(round);
                 let allowed = allowed_features(p, cols.len(), ctx.round, k);
-                let run_level = level_by_tasks(&place, &shards, &forest_ref, &layout);
+                let run_level =
+                    level_by_tasks(&place, &shards, &forest_ref, &layout, shares_scratch);
                 vec![grow_round(&spec, &ctx, end.take(), &allowed, run_level)?]
             };
             for grown in batch {
@@ -1618,6 +1680,7 @@ impl Drop for ScratchGuard<'_> {
             })
             .collect();
         let _ = starling::get_all_timeout(&done, std::time::Duration::from_secs(10));
+        scratch::unmark_driver(self.fit);
     }
 }
 
@@ -1739,8 +1802,9 @@ pinned!(
 fn reduce(
     place: &Placement,
     outs: Vec<ObjectRef<HistMsg>>,
+    plan: &LevelPlan,
     spent: &mut Vec<HistMsg>,
-) -> Result<Hist, MlError> {
+) -> Result<Option<Hist>, MlError> {
     let mut hists: Vec<(usize, ObjectRef<HistMsg>)> = outs.into_iter().enumerate().collect();
     while hists.len() > 2 {
         let mut next = Vec::with_capacity(hists.len().div_ceil(2));
@@ -1753,21 +1817,52 @@ fn reduce(
         }
         hists = next;
     }
+    let ranks: Vec<usize> = hists.iter().map(|(r, _)| *r).collect();
     let last: Vec<ObjectRef<HistMsg>> = hists.into_iter().map(|(_, h)| h).collect();
     let parts = starling::get_all(&last)?;
-    let total = match parts.as_slice() {
+    // Histograms left in scratch are read from this process's mapping of the file, which it
+    // keeps between levels.
+    let mut files = Vec::new();
+    for (part, &rank) in parts.iter().zip(&ranks) {
+        let Some(len) = part.in_scratch else {
+            files.push(None);
+            continue;
+        };
+        match left_in_scratch(plan, rank as u32, part.bins as usize, len as usize) {
+            Some(f) => files.push(Some((f, 8 * len as usize))),
+            None => return Ok(None),
+        }
+    }
+    let bytes: Vec<(u64, &[u8])> = parts
+        .iter()
+        .zip(&files)
+        .map(|(p, f)| match f {
+            Some((f, n)) => (p.bins, &f.payload()[..*n]),
+            None => (p.bins, &p.data[..]),
+        })
+        .collect();
+    let total = match bytes.as_slice() {
         [] => Err(MlError::Param("no shards".into())),
-        [one] => Ok(one.to_hist()),
-        [a, b, rest @ ..] => {
-            let mut total = a.sum(b)?;
-            for p in rest {
-                total.add_msg(p)?;
+        [(bins, one)] => Ok(Hist {
+            bins: *bins as usize,
+            data: i64s(one),
+        }),
+        [(ba, a), (bb, b), rest @ ..] => {
+            let mut total = sum_le(*ba, a, *bb, b)?;
+            for (bins, p) in rest {
+                total.add_msg(&HistMsg {
+                    bins: *bins,
+                    data: Bytes::new(p.to_vec()),
+                    in_scratch: None,
+                })?;
             }
             Ok(total)
         }
     };
+    drop(bytes);
+    drop(files);
     spent.extend(parts);
-    total
+    total.map(Some)
 }
 
 /// A tree as grown: bin-space nodes plus what the model keeps of each.
@@ -1950,26 +2045,40 @@ fn level_by_tasks<'a>(
     shards: &'a [ObjectRef<ShardData>],
     forest: &'a ObjectRef<Bytes>,
     layout: &'a BinLayout,
+    shares_scratch: bool,
 ) -> impl FnMut(&LevelPlan) -> Result<Hist, MlError> + 'a {
     // The previous level's messages, mostly mapped store files: dropped once this level's
     // tasks are out, as unmapping them takes a while and nothing waits for it then.
     let mut spent: Vec<HistMsg> = Vec::new();
+    // With two shards or fewer the driver reads the histograms itself: from the shards'
+    // scratch when it shares the node's, the shards leaving them there.
+    let scratch = shares_scratch && shards.len() <= 2;
     move |plan: &LevelPlan| {
-        let outs: Vec<ObjectRef<HistMsg>> = shards
-            .iter()
-            .enumerate()
-            .map(|(r, s)| {
-                place.on(r, ml_level::options()).remote(
-                    s,
-                    forest,
-                    plan.clone(),
-                    r as u32,
-                    layout.clone(),
-                )
-            })
-            .collect();
-        spent.clear();
-        reduce(place, outs, &mut spent)
+        let mut plan = plan.clone();
+        plan.hist_scratch = scratch;
+        loop {
+            let outs: Vec<ObjectRef<HistMsg>> = shards
+                .iter()
+                .enumerate()
+                .map(|(r, s)| {
+                    place.on(r, ml_level::options()).remote(
+                        s,
+                        forest,
+                        plan.clone(),
+                        r as u32,
+                        layout.clone(),
+                    )
+                })
+                .collect();
+            spent.clear();
+            match reduce(place, outs, &plan, &mut spent)? {
+                Some(hist) => return Ok(hist),
+                // A histogram left in scratch is not there as it should be (its file was
+                // replaced or rewritten): the level runs again with its results as values.
+                None if plan.hist_scratch => plan.hist_scratch = false,
+                None => return Err(MlError::Shape("a level's histograms went missing".into())),
+            }
+        }
     }
 }
 
@@ -2019,6 +2128,7 @@ fn grow_round(
         depth: 0,
         applied: vec![Vec::new(); k],
         end,
+        hist_scratch: false,
     };
     let hist = Arc::new(run_level(&root_plan)?);
     let mut applied: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
@@ -2042,6 +2152,7 @@ fn grow_round(
             depth: depth as u32 + 1,
             applied: applied.clone(),
             end: None,
+            hist_scratch: false,
         };
         let mut pending: Vec<Vec<Pending>> = (0..k).map(|_| Vec::new()).collect();
         let searched: Vec<(usize, &[i64])> = frontier
@@ -2215,6 +2326,55 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histograms_left_in_scratch_are_read_back_only_for_their_level() {
+        let fit = 0x7e57_0000_0000_0002 ^ u64::from(std::process::id());
+        let ctx = RoundCtx {
+            objective: Objective::SquaredError,
+            base_margin: 0.0,
+            round: 7,
+            scale: 0,
+            grad_bound: 1.0,
+            subsample: 1.0,
+            seed: 0,
+            fit,
+            max_depth: 4,
+        };
+        let mut plan = LevelPlan {
+            classes: vec![ClassPlan::default()],
+            threads: 1,
+            ctx,
+            depth: 2,
+            applied: vec![Vec::new()],
+            end: None,
+            hist_scratch: true,
+        };
+        let mut h = Hist::zeros(2, 3);
+        for (i, v) in h.data.iter_mut().enumerate() {
+            *v = i as i64 * 1_000_000_007 - 5;
+        }
+        let msg = HistMsg::to_scratch(&h, &plan, 1).expect("room for two slots at depth 4");
+        assert!(msg.data.is_empty());
+        assert_eq!(msg.in_scratch, Some(h.data.len() as u64));
+        let file = left_in_scratch(&plan, 1, 3, h.data.len()).expect("this level's");
+        assert_eq!(i64s(&file.payload()[..8 * h.data.len()]), h.data);
+        drop(file);
+        // Another rank, level or round, or more values than were left: not found.
+        assert!(left_in_scratch(&plan, 0, 3, h.data.len()).is_none());
+        assert!(left_in_scratch(&plan, 1, 3, 1 << 20).is_none());
+        plan.depth = 3;
+        assert!(left_in_scratch(&plan, 1, 3, h.data.len()).is_none());
+        plan.depth = 2;
+        plan.ctx.round = 8;
+        assert!(left_in_scratch(&plan, 1, 3, h.data.len()).is_none());
+        // A level too wide for the file travels as a value.
+        let wide = Hist::zeros(64, 3);
+        assert!(HistMsg::to_scratch(&wide, &plan, 1).is_none());
+        scratch::remove(fit, 1);
+        assert_eq!(hist_scratch_words(6, 1, 5120), Some(2 * 16 * 10_243));
+        assert_eq!(hist_scratch_words(40, 1, 5120), None);
+    }
 
     #[test]
     fn one_class_gradients_match_the_row_by_row_ones() {
