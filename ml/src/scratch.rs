@@ -128,7 +128,8 @@ impl Scratch {
             file.set_len(size)?;
         }
         // SAFETY: the file is this fit's own scratch, written only by the tasks of one shard,
-        // which the driver runs one at a time; nothing else truncates it while it is mapped.
+        // which the driver runs one at a time (and a `hist` file read by the driver between
+        // them); its size is fixed for the fit, so nothing truncates it while it is mapped.
         let map = unsafe { MmapOptions::new().populate().map_mut(&file)? };
         Ok(Scratch {
             map: Some(map),

@@ -1841,23 +1841,14 @@ fn reduce(
             None => (p.bins, &p.data[..]),
         })
         .collect();
+    // The tree of sum tasks leaves one or two.
     let total = match bytes.as_slice() {
-        [] => Err(MlError::Param("no shards".into())),
         [(bins, one)] => Ok(Hist {
             bins: *bins as usize,
             data: i64s(one),
         }),
-        [(ba, a), (bb, b), rest @ ..] => {
-            let mut total = sum_le(*ba, a, *bb, b)?;
-            for (bins, p) in rest {
-                total.add_msg(&HistMsg {
-                    bins: *bins,
-                    data: Bytes::new(p.to_vec()),
-                    in_scratch: None,
-                })?;
-            }
-            Ok(total)
-        }
+        [(ba, a), (bb, b)] => sum_le(*ba, a, *bb, b),
+        _ => Err(MlError::Param("no shards".into())),
     };
     drop(bytes);
     drop(files);
