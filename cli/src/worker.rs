@@ -46,7 +46,8 @@ pub struct WorkerArgs {
     /// Where the agent's log and one log per worker process go [default: $TMPDIR/starling/logs].
     #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
-    /// Where job binaries downloaded from the head are cached, one file per build [default:
+    /// Where job binaries downloaded from the head are cached, one file per build; the 8 most
+    /// recently used and those used in the last 10 minutes are kept [default:
     /// $TMPDIR/starling/bin-cache].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,

@@ -8,6 +8,10 @@
 //! - `cache_dir/<build>` is either absent or a complete executable: the download goes to a
 //!   temporary name, is closed, made executable (0755) and then renamed into place.
 //! - One download per build at a time in this agent; concurrent requests wait for it.
+//! - The cache is bounded: after each download, builds beyond the [`KEEP_BUILDS`] most recently
+//!   used are removed, unless used within [`KEEP_USED_WITHIN`]. A build's use is its file's
+//!   modification time, set on every `get` and, for the jobs this agent runs, on every
+//!   heartbeat ([`touch`]), so a live job's binary (which its workers restart from) stays.
 //! - A build id is a plain file name (letters, digits, `.`, `_`, `-`, not starting with `.`),
 //!   so it cannot escape the cache directory.
 
@@ -16,6 +20,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use starling_proto::pb;
@@ -24,6 +29,62 @@ use starling_proto::security::AuthChannel;
 use tokio::io::AsyncWriteExt;
 
 use super::error::AgentError;
+
+/// Builds kept after a download however long ago they were used: the most recently used.
+pub(crate) const KEEP_BUILDS: usize = 8;
+
+/// A build used within this long is kept whatever their number.
+pub(crate) const KEEP_USED_WITHIN: Duration = Duration::from_secs(600);
+
+/// Marks a cached build as used now (its modification time; the file is not opened, so this
+/// works on an executable that is running).
+pub(crate) fn touch(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return;
+    };
+    let now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_NOW,
+    };
+    // SAFETY: `c` is a NUL-terminated path and `times` two valid timespecs, as utimensat
+    // requires; it only reads them.
+    unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [now, now].as_ptr(), 0) };
+}
+
+/// Removes cached builds (plain files with build-id names; downloads in progress and other
+/// entries are left alone) beyond the `keep` most recently used, except `current` and those
+/// used within `used_within`. Returns the removed paths.
+pub(crate) fn prune(dir: &Path, current: &str, keep: usize, used_within: Duration) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut builds: Vec<(SystemTime, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(valid_build))
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            meta.is_file()
+                .then(|| Some((meta.modified().ok()?, e.path())))
+                .flatten()
+        })
+        .collect();
+    builds.sort_by_key(|b| std::cmp::Reverse(b.0));
+    let now = SystemTime::now();
+    let mut removed = Vec::new();
+    for (used, path) in builds.into_iter().skip(keep) {
+        let recent = now
+            .duration_since(used)
+            .map_or(true, |idle| idle < used_within);
+        if recent || path.file_name().is_some_and(|n| n == current) {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
 
 /// Job binaries by build id.
 #[derive(Debug)]
@@ -72,6 +133,7 @@ impl BinaryCache {
             .map(|m| m.is_file())
             .unwrap_or(false)
         {
+            touch(&path);
             return Ok(path);
         }
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -83,6 +145,14 @@ impl BinaryCache {
         let result = self.download(build, &tmp, &path).await;
         if result.is_err() {
             let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        if result.is_ok() {
+            // Room for the next: the cache keeps the builds in use and the latest few.
+            let (dir, current) = (self.dir.clone(), build.to_string());
+            let _ = tokio::task::spawn_blocking(move || {
+                prune(&dir, &current, KEEP_BUILDS, KEEP_USED_WITHIN)
+            })
+            .await;
         }
         result.map(|()| path)
     }
@@ -138,7 +208,59 @@ impl BinaryCache {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_build;
+    use super::*;
+
+    /// Sets `path`'s modification time to `ago` before now.
+    fn used_ago(path: &Path, ago: Duration) {
+        let at = SystemTime::now() - ago;
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_modified(at))
+            .expect("set mtime");
+    }
+
+    #[test]
+    fn the_cache_keeps_recent_builds_and_the_latest_few() {
+        let dir = std::env::temp_dir().join(format!("starling-bin-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("jobs")).expect("dir");
+        // b0 used 1 hour ago, b1 2 hours ago, ... b5 6 hours ago; r0..r2 a minute ago.
+        for i in 0..6u64 {
+            let p = dir.join(format!("b{i}"));
+            std::fs::write(&p, b"x").expect("write");
+            used_ago(&p, Duration::from_secs(3600 * (i + 1)));
+        }
+        for i in 0..3u64 {
+            let p = dir.join(format!("r{i}"));
+            std::fs::write(&p, b"x").expect("write");
+            used_ago(&p, Duration::from_secs(60));
+        }
+        // A download in progress and a job directory are not builds.
+        let part = dir.join(".b9.1.0.part");
+        std::fs::write(&part, b"x").expect("write");
+        used_ago(&part, Duration::from_secs(86_400));
+        // Keep 4: r0..r2 and b0 are the most recent; b1..b5 go, but for b4, the current build.
+        let mut removed = prune(&dir, "b4", 4, Duration::from_secs(600));
+        removed.sort();
+        let names: Vec<String> = removed
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["b1", "b2", "b3", "b5"]);
+        for kept in ["r0", "r1", "r2", "b0", "b4", ".b9.1.0.part", "jobs"] {
+            assert!(dir.join(kept).exists(), "{kept} kept");
+        }
+        // Used within the window: kept beyond the count. Touching marks a build used.
+        touch(&dir.join("b0"));
+        let removed = prune(&dir, "none", 1, Duration::from_secs(600));
+        let names: Vec<_> = removed
+            .iter()
+            .map(|p| p.file_name().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["b4"], "r0..r2 and the touched b0 are recent");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
 
     #[test]
     fn build_ids_are_plain_names() {

@@ -263,8 +263,16 @@ impl Supervisor {
         }
     }
 
-    /// Every heartbeat: replacements that the restart limit held back get another chance.
+    /// Every heartbeat: live jobs' binaries are marked used, and replacements that the restart
+    /// limit held back get another chance.
     pub(crate) async fn tick(&mut self) {
+        // The binaries of live jobs are in use (a dead worker restarts from its job's): marked
+        // so, the binary cache keeps them.
+        for j in self.jobs.values() {
+            if let Binary::Ready(path) = &j.binary {
+                super::binary::touch(path);
+            }
+        }
         let owed: Vec<JobId> = self
             .jobs
             .iter()
