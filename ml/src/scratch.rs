@@ -17,7 +17,7 @@
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use memmap2::{MmapMut, MmapOptions};
@@ -243,9 +243,60 @@ fn driver_marker(fit: u64) -> PathBuf {
     dir().join(format!("starling-ml-{fit:016x}.driver"))
 }
 
-/// Marks this process as the driver of `fit` for tasks that share its scratch directory.
+/// Marks this process as the driver of `fit` for tasks that share its scratch directory
+/// (the marker holds this process's id), after removing what the fits of drivers that died
+/// on this host left in the directory.
 pub fn mark_driver(fit: u64) -> io::Result<()> {
+    sweep_dead_drivers(&dir());
     std::fs::write(driver_marker(fit), std::process::id().to_string())
+}
+
+/// Removes the files of fits whose marker names a process that no longer runs (a driver that
+/// crashed or was killed mid-fit never removes them). Returns the fits swept. Sweeping a live
+/// fit by mistake (a driver in another pid namespace sharing the directory) costs it speed, not
+/// its result: its tasks rebuild what they find missing, and its driver reads its histograms
+/// as values.
+fn sweep_dead_drivers(dir: &Path) -> Vec<u64> {
+    // Liveness from /proc: where there is none, nothing is swept.
+    if !Path::new("/proc/self").exists() {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut swept = Vec::new();
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name();
+        let Some(fit) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("starling-ml-"))
+            .and_then(|n| n.strip_suffix(".driver"))
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        else {
+            continue;
+        };
+        let pid = std::fs::read_to_string(e.path()).ok();
+        let Some(pid) = pid.and_then(|p| p.trim().parse::<u32>().ok()) else {
+            continue;
+        };
+        if Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        let prefix = format!("starling-ml-{fit:016x}-");
+        if let Ok(files) = std::fs::read_dir(dir) {
+            for f in files.filter_map(Result::ok) {
+                if f.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&prefix))
+                {
+                    let _ = std::fs::remove_file(f.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_file(e.path());
+        swept.push(fit);
+    }
+    swept
 }
 
 /// Whether the driver of `fit` shares this process's scratch directory.
@@ -265,6 +316,48 @@ pub fn unmark_driver(fit: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_of_fits_whose_driver_died_are_swept() {
+        let dir = std::env::temp_dir().join(format!("starling-ml-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A process that has exited: its id names no process (until reused, which a test
+        // run does not wait for).
+        let dead = std::process::Command::new("true")
+            .spawn()
+            .and_then(|mut c| c.wait().map(|_| c.id()))
+            .unwrap();
+        let (gone, live) = (0xdead_u64, 0x11fe_u64);
+        for (fit, pid) in [(gone, dead), (live, std::process::id())] {
+            std::fs::write(
+                dir.join(format!("starling-ml-{fit:016x}.driver")),
+                pid.to_string(),
+            )
+            .unwrap();
+            for kind in ["0.part", "0.mar", "1.hist"] {
+                std::fs::write(dir.join(format!("starling-ml-{fit:016x}-{kind}")), b"x").unwrap();
+            }
+        }
+        std::fs::write(dir.join("unrelated"), b"x").unwrap();
+        assert_eq!(sweep_dead_drivers(&dir), vec![gone]);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                format!("starling-ml-{live:016x}-0.mar"),
+                format!("starling-ml-{live:016x}-0.part"),
+                format!("starling-ml-{live:016x}-1.hist"),
+                format!("starling-ml-{live:016x}.driver"),
+                "unrelated".to_string(),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn positions_persist_between_openings_with_their_stamp() {

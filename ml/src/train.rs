@@ -1515,8 +1515,10 @@ impl GbdtEstimator {
             fit,
             world,
         };
-        // Shards on this node may leave their histograms in scratch for this process to read.
-        let shares_scratch = world <= 2 && scratch::mark_driver(fit).is_ok();
+        // The marker says this fit's driver lives (a later fit on this host removes the files
+        // of one whose driver died), and that shards on this node may leave their histograms
+        // in scratch for this process to read.
+        let shares_scratch = scratch::mark_driver(fit).is_ok() && world <= 2;
         let mut end: Option<RoundEnd> = None;
         let mut history = Vec::new();
         let mut best: Option<(usize, f64)> = None;
