@@ -37,15 +37,21 @@ use crate::{MlError, Model, Objective, Tree};
 
 /// Little-endian bytes of plain numbers, written in one pass.
 macro_rules! le_codec {
-    ($to:ident, $from:ident, $t:ty, $n:expr) => {
+    ($to:ident, $into:ident, $from:ident, $t:ty, $n:expr) => {
         #[allow(dead_code)]
         fn $to(v: &[$t]) -> Bytes {
-            // Fixed-size chunks: on a little-endian machine this is a plain copy.
             let mut out = vec![0u8; v.len() * $n];
+            $into(v, &mut out);
+            Bytes::new(out)
+        }
+
+        /// Writes `v` into the front of `out` (which must have room).
+        #[allow(dead_code)]
+        fn $into(v: &[$t], out: &mut [u8]) {
+            // Fixed-size chunks: on a little-endian machine this is a plain copy.
             for (o, x) in out.chunks_exact_mut($n).zip(v) {
                 o.copy_from_slice(&x.to_le_bytes());
             }
-            Bytes::new(out)
         }
 
         #[allow(dead_code)]
@@ -61,10 +67,10 @@ macro_rules! le_codec {
     };
 }
 
-le_codec!(f32_bytes, f32s, f32, 4);
-le_codec!(u32_bytes, u32s, u32, 4);
-le_codec!(i64_bytes, i64s, i64, 8);
-le_codec!(i32_bytes, i32s, i32, 4);
+le_codec!(f32_bytes, f32_bytes_into, f32s, f32, 4);
+le_codec!(u32_bytes, u32_bytes_into, u32s, u32, 4);
+le_codec!(i64_bytes, i64_bytes_into, i64s, i64, 8);
+le_codec!(i32_bytes, i32_bytes_into, i32s, i32, 4);
 
 // ---------------------------------------------------------------------------------------------
 // Objects the tasks exchange.
@@ -336,9 +342,7 @@ impl HistMsg {
         }
         let mut file = scratch::Scratch::open(plan.ctx.fit, rank, scratch::HIST, words).ok()?;
         file.set_stamp(None);
-        for (o, x) in file.payload_mut().chunks_exact_mut(8).zip(&h.data) {
-            o.copy_from_slice(&x.to_le_bytes());
-        }
+        i64_bytes_into(&h.data, file.payload_mut());
         file.set_stamp(Some((plan.ctx.round, plan.depth)));
         Some(HistMsg {
             bins: h.bins as u64,
