@@ -46,8 +46,13 @@ pub const MARGINS: &str = "mar";
 /// A level's histograms, left for a driver on the same node (see [`mark_driver`]).
 pub const HIST: &str = "hist";
 
+/// What the names of a fit's shard files start with.
+fn fit_prefix(fit: u64) -> String {
+    format!("starling-ml-{fit:016x}-")
+}
+
 fn path(fit: u64, rank: u32, kind: &str) -> PathBuf {
-    dir().join(format!("starling-ml-{fit:016x}-{rank}.{kind}"))
+    dir().join(format!("{}{rank}.{kind}", fit_prefix(fit)))
 }
 
 /// One shard's scratch file of `len` 32-bit words, mapped.
@@ -264,39 +269,35 @@ fn sweep_dead_drivers(dir: &Path) -> Vec<u64> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut swept = Vec::new();
-    for e in entries.filter_map(Result::ok) {
-        let name = e.file_name();
-        let Some(fit) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("starling-ml-"))
-            .and_then(|n| n.strip_suffix(".driver"))
-            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-        else {
-            continue;
-        };
-        let pid = std::fs::read_to_string(e.path()).ok();
-        let Some(pid) = pid.and_then(|p| p.trim().parse::<u32>().ok()) else {
-            continue;
-        };
-        if Path::new("/proc").join(pid.to_string()).exists() {
-            continue;
+    let names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    // The fit of a marker naming a process that is gone.
+    let dead = |name: &str| {
+        let fit = name
+            .strip_prefix("starling-ml-")?
+            .strip_suffix(".driver")
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())?;
+        let pid: u32 = std::fs::read_to_string(dir.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        (!Path::new("/proc").join(pid.to_string()).exists()).then_some(fit)
+    };
+    let swept: Vec<(u64, &String)> = names
+        .iter()
+        .filter_map(|n| dead(n).map(|fit| (fit, n)))
+        .collect();
+    for (fit, marker) in &swept {
+        let prefix = fit_prefix(*fit);
+        for name in names.iter().filter(|n| n.starts_with(&prefix)) {
+            let _ = std::fs::remove_file(dir.join(name));
         }
-        let prefix = format!("starling-ml-{fit:016x}-");
-        if let Ok(files) = std::fs::read_dir(dir) {
-            for f in files.filter_map(Result::ok) {
-                if f.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.starts_with(&prefix))
-                {
-                    let _ = std::fs::remove_file(f.path());
-                }
-            }
-        }
-        let _ = std::fs::remove_file(e.path());
-        swept.push(fit);
+        let _ = std::fs::remove_file(dir.join(marker));
     }
-    swept
+    swept.into_iter().map(|(fit, _)| fit).collect()
 }
 
 /// Whether the driver of `fit` shares this process's scratch directory.

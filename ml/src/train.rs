@@ -350,28 +350,6 @@ impl HistMsg {
             in_scratch: Some(h.data.len() as u64),
         })
     }
-
-    fn to_hist(&self) -> Hist {
-        Hist {
-            bins: self.bins as usize,
-            data: i64s(&self.data),
-        }
-    }
-}
-
-impl Hist {
-    /// Adds a histogram as it travels into this one (same shape).
-    fn add_msg(&mut self, m: &HistMsg) -> Result<(), MlError> {
-        if m.bins as usize != self.bins || m.data.len() != 8 * self.data.len() {
-            return Err(MlError::Shape(
-                "shards sent histograms of different shapes".into(),
-            ));
-        }
-        for (a, b) in self.data.iter_mut().zip(m.data.chunks_exact(8)) {
-            *a += i64::from_le_bytes(b.try_into().expect("8 bytes"));
-        }
-        Ok(())
-    }
 }
 
 /// Two histograms as little-endian bytes, added in one pass.
@@ -1135,9 +1113,9 @@ fn ml_sum_hists(a: HistMsg, b: HistMsg) -> Result<HistMsg, MlError> {
             "a histogram left in a driver's scratch reached a sum task".into(),
         ));
     }
-    let mut h = a.to_hist();
-    h.add_msg(&b)?;
-    Ok(HistMsg::from_hist(&h))
+    Ok(HistMsg::from_hist(&sum_le(
+        a.bins, &a.data, b.bins, &b.data,
+    )?))
 }
 
 /// The loss of one row's margins (summed per row; the metric averages).

@@ -142,19 +142,21 @@ impl BinaryCache {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        let result = self.download(build, &tmp, &path).await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&tmp).await;
+        match self.download(build, &tmp, &path).await {
+            Ok(()) => {
+                // Room for the next: the cache keeps the builds in use and the latest few.
+                let (dir, current) = (self.dir.clone(), build.to_string());
+                let _ = tokio::task::spawn_blocking(move || {
+                    prune(&dir, &current, KEEP_BUILDS, KEEP_USED_WITHIN)
+                })
+                .await;
+                Ok(path)
+            }
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&tmp).await;
+                Err(e)
+            }
         }
-        if result.is_ok() {
-            // Room for the next: the cache keeps the builds in use and the latest few.
-            let (dir, current) = (self.dir.clone(), build.to_string());
-            let _ = tokio::task::spawn_blocking(move || {
-                prune(&dir, &current, KEEP_BUILDS, KEEP_USED_WITHIN)
-            })
-            .await;
-        }
-        result.map(|()| path)
     }
 
     async fn download(&self, build: &str, tmp: &Path, path: &Path) -> Result<(), AgentError> {
