@@ -2,7 +2,8 @@
 //! per instance of a multi-node job.
 //!
 //! Each epoch, the entrypoint (instance 0) sends the current weights to one task per instance,
-//! pinned to that instance's node; each computes the gradient of the squared loss over its own
+//! placed on that instance's node (soft affinity: elsewhere if that node is lost or busy); each
+//! computes the gradient of the squared loss over its own
 //! shard (generated from a seed, as if read from that node's disk) and prints its progress; the
 //! entrypoint averages the gradients and takes a step. Prints `key=value` lines at the end:
 //!
@@ -15,8 +16,15 @@
 //! Submit it to a pool (see the README's "Jobs" section):
 //! `starling job submit --pool train --target-instances 3 target/release/examples/distributed_training`.
 //! Run directly, it trains on a local cluster.
+//!
+//! `-- --hold EPOCH FILE`: at that epoch the last shard's task prints `shard K holds` and waits
+//! for `FILE` to exist before it computes (a test's window to take its node away: the task
+//! then runs again on another instance, and the result is the same).
 
-use anyhow::{ensure, Context};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context};
 
 /// The model the data comes from: y = w . x + b + noise.
 const TRUE_W: [f64; 4] = [2.0, -1.0, 0.5, 3.0];
@@ -42,7 +50,12 @@ fn shard(k: u64) -> Vec<([f64; 4], f64)> {
 
 /// The gradient of the mean squared error over shard `k` at (`w`, `b`), and the loss.
 #[starling::remote]
-fn gradient(k: u64, epoch: u32, w: Vec<f64>, b: f64) -> (Vec<f64>, f64, f64) {
+fn gradient(k: u64, epoch: u32, w: Vec<f64>, b: f64, hold: String) -> (Vec<f64>, f64, f64) {
+    if !hold.is_empty() {
+        println!("shard {k} holds on node {}", starling_examples::this_node());
+        starling_examples::wait_for_file(Path::new(&hold), Duration::from_secs(120))
+            .expect("the go file");
+    }
     let rows = shard(k);
     let mut gw = vec![0.0; w.len()];
     let (mut gb, mut loss) = (0.0, 0.0);
@@ -71,6 +84,11 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
+    let hold = match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
+        [] => None,
+        [flag, epoch, file] if flag == "--hold" => Some((epoch.parse::<u32>()?, file.clone())),
+        other => bail!("usage: distributed_training [--hold EPOCH FILE], not {other:?}"),
+    };
     let nodes = starling::nodes()?;
     ensure!(!nodes.is_empty(), "no nodes");
     println!(
@@ -91,9 +109,18 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .enumerate()
             .map(|(k, n)| {
-                gradient::options()
-                    .node_affinity(n.id, false)
-                    .remote(k as u64, epoch, w.clone(), b)
+                let go = match &hold {
+                    Some((at, file)) if *at == epoch && k + 1 == nodes.len() => file.clone(),
+                    _ => String::new(),
+                };
+                // Soft: if instance k's node is lost, its shard runs on another instance.
+                gradient::options().node_affinity(n.id, true).remote(
+                    k as u64,
+                    epoch,
+                    w.clone(),
+                    b,
+                    go,
+                )
             })
             .collect();
         let grads = starling::get_all(&parts).context("an epoch failed")?;

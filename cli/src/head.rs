@@ -40,6 +40,10 @@ pub struct HeadArgs {
     /// made again from their lineage. A node whose connection drops is lost at once.
     #[arg(long, value_name = "SECS", value_parser = parse_heartbeat_timeout, default_value = "5")]
     heartbeat_timeout: Duration,
+    /// Seconds a job that has --min-instances free nodes, but not --target-instances, waits
+    /// for more before it starts with what it has.
+    #[arg(long, value_name = "SECS", value_parser = crate::parse::seconds, default_value = "2")]
+    start_grace: Duration,
     /// Serve TLS with this certificate chain (PEM); clients then need --tls-ca or
     /// STARLING_TLS_CA.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
@@ -93,6 +97,7 @@ pub fn run(args: HeadArgs) -> Result<()> {
         SocketAddr::new(args.bind, args.port),
         data_dir.clone(),
         args.heartbeat_timeout,
+        args.start_grace,
         tls.map(|t| (t, launch_ca)),
     ));
     if scratch {
@@ -105,10 +110,12 @@ async fn serve(
     bind: SocketAddr,
     data_dir: PathBuf,
     heartbeat_timeout: Duration,
+    start_grace: Duration,
     tls: Option<(ServerTls, Option<PathBuf>)>,
 ) -> Result<()> {
     let mut config = HeadConfig::new(bind, data_dir.clone());
     config.heartbeat_timeout = heartbeat_timeout;
+    config.start_grace = start_grace;
     let token = Token::load_or_create(&data_dir).context("cannot set up the cluster token")?;
     let token_path = data_dir.join(TOKEN_FILE);
     config.token = Some(token.clone());

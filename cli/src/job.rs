@@ -41,35 +41,87 @@ pub struct JobArgs {
     command: JobCommand,
 }
 
+/// Commands that take a job accept its id or, where no other job has it, its name.
 #[derive(Subcommand, Debug)]
 enum JobCommand {
     /// Submit a payload (an executable, or a directory with --entrypoint) to a pool.
     Submit(SubmitArgs),
-    /// Print a job's state.
-    Status { id: u64 },
+    /// Print a job's state, and each instance's.
+    Status { job: String },
     /// Wait until a job ends; exit non-zero unless it ended DONE.
     Wait {
-        id: u64,
+        job: String,
         /// Give up after this many seconds.
         #[arg(long, value_name = "SECS", value_parser = parse::seconds)]
         timeout: Option<Duration>,
     },
     /// Print an instance's log.
     Logs {
-        id: u64,
+        job: String,
         /// The instance (0 runs the entrypoint).
         #[arg(long, default_value_t = 0)]
         instance: u32,
         /// Keep printing new output until the job ends.
         #[arg(long)]
         follow: bool,
+        /// Print the program's own lines, without the `[T..] out|` tags.
+        #[arg(long)]
+        raw: bool,
     },
-    /// List every job.
-    List,
+    /// List jobs, oldest first.
+    List {
+        /// Only jobs in this state (PENDING, RUNNING, DONE, FAILED, CANCELLING, CANCELLED).
+        #[arg(long, value_name = "STATE", value_parser = parse_status)]
+        status: Option<JobStatus>,
+        /// Only the N most recent (of those in --status).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
     /// Cancel a job: every process of it on every instance is stopped.
-    Cancel { id: u64 },
+    Cancel { job: String },
     /// Delete an ended job and its logs.
-    Delete { id: u64 },
+    Delete { job: String },
+}
+
+fn parse_status(s: &str) -> Result<JobStatus, String> {
+    let all = [
+        JobStatus::Pending,
+        JobStatus::Running,
+        JobStatus::Done,
+        JobStatus::Failed,
+        JobStatus::Cancelling,
+        JobStatus::Cancelled,
+    ];
+    all.into_iter()
+        .find(|j| j.to_string().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            let names: Vec<String> = all.iter().map(|j| j.to_string()).collect();
+            format!("`{s}` is not a job state ({})", names.join(", "))
+        })
+}
+
+/// The id of the job `job` names: an id, or a name no other job has.
+fn resolve(client: &JobClient, job: &str) -> Result<u64> {
+    if let Ok(id) = job.parse::<u64>() {
+        return Ok(id);
+    }
+    let ids: Vec<u64> = client
+        .list_jobs()?
+        .into_iter()
+        .filter(|j| j.name == job)
+        .map(|j| j.id)
+        .collect();
+    match ids.as_slice() {
+        [id] => Ok(*id),
+        [] => bail!("no job is named `{job}` (see `starling job list`)"),
+        _ => {
+            let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+            bail!(
+                "jobs {} are all named `{job}`: say which by its id",
+                list.join(", ")
+            )
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -84,8 +136,12 @@ struct SubmitArgs {
     #[arg(long)]
     min_instances: Option<u32>,
     /// Seconds it may wait for --min-instances nodes before it fails.
-    #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "300")]
+    #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "720")]
     instance_timeout: Duration,
+    /// Fail the job once more than N of its instances were lost [default: go on while at
+    /// least --min-instances are up]. Losing instance 0 always fails it.
+    #[arg(long, value_name = "N")]
+    max_instance_failures: Option<u32>,
     /// A name to list it by.
     #[arg(long)]
     name: Option<String>,
@@ -109,22 +165,34 @@ pub fn run(args: JobArgs) -> Result<()> {
     let client = args.head.client()?;
     match args.command {
         JobCommand::Submit(s) => submit(&client, s),
-        JobCommand::Status { id } => {
-            let info = client.get_job(id)?.info()?;
+        JobCommand::Status { job } => {
+            let info = client.get_job(resolve(&client, &job)?)?.info()?;
             print!("{}", describe(&info));
             Ok(())
         }
-        JobCommand::Wait { id, timeout } => {
-            let job = client.get_job(id)?;
+        JobCommand::Wait { job, timeout } => {
+            let job = client.get_job(resolve(&client, &job)?)?;
             wait(&job, timeout)
         }
         JobCommand::Logs {
-            id,
+            job,
             instance,
             follow,
-        } => logs(&client.get_job(id)?, instance, follow),
-        JobCommand::List => {
-            let jobs = client.list_jobs()?;
+            raw,
+        } => logs(
+            &client.get_job(resolve(&client, &job)?)?,
+            instance,
+            follow,
+            raw,
+        ),
+        JobCommand::List { status, limit } => {
+            let mut jobs = client.list_jobs()?;
+            if let Some(s) = status {
+                jobs.retain(|j| j.status == s);
+            }
+            if let Some(n) = limit {
+                jobs.drain(..jobs.len().saturating_sub(n));
+            }
             println!(
                 "{:<6} {:<20} {:<11} {:<12} {:>9}  {:<20} MESSAGE",
                 "ID", "NAME", "STATUS", "POOL", "INSTANCES", "CREATED"
@@ -138,17 +206,19 @@ pub fn run(args: JobArgs) -> Result<()> {
                     j.pool,
                     format!("{}/{}", j.min_instances, j.target_instances),
                     ago(j.created),
-                    j.message
+                    j.message.lines().next().unwrap_or_default()
                 );
             }
             Ok(())
         }
-        JobCommand::Cancel { id } => {
+        JobCommand::Cancel { job } => {
+            let id = resolve(&client, &job)?;
             let status = client.get_job(id)?.cancel()?;
             println!("job {id}: {status}");
             Ok(())
         }
-        JobCommand::Delete { id } => {
+        JobCommand::Delete { job } => {
+            let id = resolve(&client, &job)?;
             client.delete_job(id)?;
             println!("job {id} deleted");
             Ok(())
@@ -166,6 +236,9 @@ fn submit(client: &JobClient, s: SubmitArgs) -> Result<()> {
     }
     if let Some(n) = &s.name {
         options = options.name(n.clone());
+    }
+    if let Some(n) = s.max_instance_failures {
+        options = options.max_instance_failures(n);
     }
     for kv in &s.env_vars {
         let Some((k, v)) = kv.split_once('=') else {
@@ -224,12 +297,30 @@ fn wait(job: &Job, timeout: Option<Duration>) -> Result<()> {
     }
 }
 
-fn logs(job: &Job, instance: u32, follow: bool) -> Result<()> {
+fn logs(job: &Job, instance: u32, follow: bool, raw: bool) -> Result<()> {
     let mut offset = 0;
     let mut out = std::io::stdout().lock();
+    // With --raw: the start of a line not complete yet.
+    let mut partial = Vec::new();
     loop {
         let (data, next, ended) = job.logs_from(instance, offset)?;
-        out.write_all(&data)?;
+        if raw {
+            partial.extend_from_slice(&data);
+            let complete = partial
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            let rest = partial.split_off(complete);
+            for line in partial.split_inclusive(|b| *b == b'\n') {
+                out.write_all(untagged(line))?;
+            }
+            partial = rest;
+            if data.is_empty() && (!follow || ended) {
+                out.write_all(untagged(&partial))?;
+            }
+        } else {
+            out.write_all(&data)?;
+        }
         out.flush()?;
         offset = next;
         if data.is_empty() {
@@ -238,6 +329,20 @@ fn logs(job: &Job, instance: u32, follow: bool) -> Result<()> {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+}
+
+/// A log line without its `[T42] out|` / `[-] err|` tag (other lines as they are).
+fn untagged(line: &[u8]) -> &[u8] {
+    if line.first() != Some(&b'[') {
+        return line;
+    }
+    let Some(close) = line.iter().position(|b| *b == b']') else {
+        return line;
+    };
+    match line.get(close + 1..) {
+        Some(rest) if rest.starts_with(b" out|") || rest.starts_with(b" err|") => &rest[5..],
+        _ => line,
     }
 }
 
@@ -256,7 +361,22 @@ fn describe(i: &JobInfo) -> String {
         i.id, i.name, i.status, i.pool, i.target_instances, i.min_instances
     );
     if !i.message.is_empty() {
-        s += &format!("  message:   {}\n", i.message);
+        s += &format!(
+            "  message:   {}\n",
+            i.message.replace('\n', "\n             ")
+        );
+    }
+    for k in &i.instances {
+        s += &format!("  instance {}: node {}, {}", k.index, k.node, k.state);
+        if let Some((at, why)) = &k.lost {
+            s += &format!(" {} ({why})", ago(*at));
+        }
+        if k.index == 0 {
+            if let Some(c) = i.exit_code {
+                s += &format!(", entrypoint exit code {c}");
+            }
+        }
+        s += "\n";
     }
     if !i.nodes.is_empty() {
         let nodes: Vec<String> = i.nodes.iter().map(|n| n.to_string()).collect();

@@ -93,12 +93,19 @@ pub struct JobOptions {
     pub target_instances: u32,
     /// Nodes it can start with after a short wait (default: `target_instances`).
     pub min_instances: Option<u32>,
-    /// How long it may wait for `min_instances` nodes (default 300 s).
+    /// How long it may wait for `min_instances` nodes (default 720 s).
     pub instance_timeout: Duration,
     /// A name to list it by (default `job-<id>`).
     pub name: Option<String>,
+    /// How many instances may be lost before the job fails (default: any number, while at
+    /// least `min_instances` remain). Losing instance 0, which runs the entrypoint, always
+    /// fails the job.
+    pub max_instance_failures: Option<u32>,
     pub(crate) input: Vec<u8>,
 }
+
+/// How long a job may wait for its instances unless told otherwise.
+pub const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_secs(720);
 
 impl Default for JobOptions {
     fn default() -> Self {
@@ -107,8 +114,9 @@ impl Default for JobOptions {
             env_vars: BTreeMap::new(),
             target_instances: 1,
             min_instances: None,
-            instance_timeout: Duration::from_secs(300),
+            instance_timeout: DEFAULT_INSTANCE_TIMEOUT,
             name: None,
+            max_instance_failures: None,
             input: Vec::new(),
         }
     }
@@ -149,6 +157,11 @@ impl JobOptions {
         self.name = Some(name.into());
         self
     }
+    /// Sets `max_instance_failures`.
+    pub fn max_instance_failures(mut self, n: u32) -> Self {
+        self.max_instance_failures = Some(n);
+        self
+    }
 
     /// Checks what can be checked before anything is uploaded.
     fn check(&self) -> Result<()> {
@@ -179,6 +192,7 @@ impl JobOptions {
             min_instances: self.min_instances.unwrap_or(0),
             instance_timeout_ms: self.instance_timeout.as_millis().max(1) as u64,
             input: self.input.clone(),
+            max_instance_failures: self.max_instance_failures,
         }
     }
 }
@@ -210,6 +224,42 @@ pub struct JobInfo {
     pub completed: Option<SystemTime>,
     /// The nodes of its instances: instance `k` ran on `nodes[k]`.
     pub nodes: Vec<NodeId>,
+    /// Every instance it had, lost ones and their replacements included.
+    pub instances: Vec<InstanceInfo>,
+}
+
+/// One instance of a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceInfo {
+    /// Its index (0 runs the entrypoint).
+    pub index: u32,
+    /// The node it ran on.
+    pub node: NodeId,
+    /// Where it is.
+    pub state: InstanceState,
+    /// When its node was lost, and why.
+    pub lost: Option<(SystemTime, String)>,
+}
+
+/// Where one instance of a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceState {
+    /// Its node serves the job.
+    Up,
+    /// Its node was lost while the job ran.
+    Lost,
+    /// The job ended and the instance's processes are gone.
+    Stopped,
+}
+
+impl std::fmt::Display for InstanceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InstanceState::Up => "up",
+            InstanceState::Lost => "lost",
+            InstanceState::Stopped => "stopped",
+        })
+    }
 }
 
 fn time(ms: u64) -> Option<SystemTime> {
@@ -232,6 +282,20 @@ impl From<&pb::JobInfo> for JobInfo {
             started: time(i.started_ms),
             completed: time(i.completed_ms),
             nodes: i.nodes.iter().map(|n| NodeId(*n)).collect(),
+            instances: i
+                .instances
+                .iter()
+                .map(|k| InstanceInfo {
+                    index: k.index,
+                    node: NodeId(k.node),
+                    state: match k.state.as_str() {
+                        "LOST" => InstanceState::Lost,
+                        "STOPPED" => InstanceState::Stopped,
+                        _ => InstanceState::Up,
+                    },
+                    lost: time(k.lost_ms).map(|t| (t, k.reason.clone())),
+                })
+                .collect(),
         }
     }
 }

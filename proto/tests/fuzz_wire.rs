@@ -205,6 +205,7 @@ fn job_spec() -> pb::JobSpec {
         min_instances: 2,
         instance_timeout_ms: 1000,
         input: vec![1, 2, 3],
+        max_instance_failures: Some(1),
     }
 }
 
@@ -254,6 +255,13 @@ fn job_info() -> pb::JobInfo {
         nodes: vec![1, 2, 3],
         result: vec![4, 5],
         error: Some((&RemoteError::new("t", "m")).into()),
+        instances: vec![pb::InstanceState {
+            index: 1,
+            node: 2,
+            state: "LOST".into(),
+            lost_ms: 5,
+            reason: "heartbeat timeout".into(),
+        }],
     }
 }
 

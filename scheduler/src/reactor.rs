@@ -606,6 +606,26 @@ pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: b
     true
 }
 
+/// `job` has ended (a multi-node job whose entrypoint exited, failed or was cancelled): every
+/// task of it that has not finished is cancelled, so none runs again when its worker process
+/// is stopped, and what the running ones held goes back to their nodes as their workers leave.
+/// Returns how many tasks were cancelled.
+pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usize {
+    let mut tasks: Vec<TaskId> = core
+        .tasks
+        .iter()
+        .filter(|(_, e)| e.spec.job == job)
+        .map(|(id, _)| *id)
+        .collect();
+    // Oldest first, so dependents fail as `Cancelled` upstream chains of their own roots.
+    tasks.sort_unstable();
+    let mut n = 0;
+    for task in tasks {
+        n += usize::from(on_cancel(core, t, task, true));
+    }
+    n
+}
+
 /// Places every placeable ready task. Call once after a batch of events.
 pub fn schedule(core: &mut Core, t: &mut impl Transport) {
     for c in 0..core.classes.len() {
@@ -789,6 +809,9 @@ fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, kind: Failur
         attempt: entry.spec.attempt,
         kind,
     });
+    if !matches!(failure.kind, FailureKind::Cancelled) {
+        t.task_failed(entry.spec.job, &failure);
+    }
     release_arguments(core, t, &entry.spec);
     settle_failure(core, t, entry.spec.return_object(), failure);
 }

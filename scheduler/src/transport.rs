@@ -27,6 +27,11 @@ pub trait Transport {
 
     /// Stop `task`, running on `worker`: `force` kills it, otherwise it is asked to stop.
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool);
+
+    /// A task of `job` failed for good (retries spent), for a reason of its own: not
+    /// cancelled, not because an argument failed. The head keeps the last one per job to say
+    /// why a job's entrypoint gave up (default: nothing to do).
+    fn task_failed(&mut self, _job: JobId, _failure: &Arc<TaskFailure>) {}
 }
 
 /// How one run of a task ended, as reported by the worker that ran it.

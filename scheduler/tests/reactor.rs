@@ -1967,3 +1967,80 @@ fn random_losses_are_rebuilt_and_nothing_leaks() {
         "the workloads should lose and rebuild objects: {rebuilt}"
     );
 }
+
+/// Three nodes serving multi-node job J7, one worker each (W1 on N1, W2 on N2, W3 on N3).
+fn job_cluster() -> (Cluster, JobId) {
+    let job = JobId(7);
+    let mut c = Cluster::new();
+    reactor::on_job_restricted(&mut c.core, job, true);
+    for n in 1..=3 {
+        on_node_added(&mut c.core, NodeId(n), ResourceSet::cpus(1.0));
+        reactor::on_node_use(
+            &mut c.core,
+            NodeId(n),
+            starling_scheduler::NodeUse::Job(job),
+        );
+        reactor::on_job_worker_added(&mut c.core, NodeId(n), job, WorkerId(n));
+    }
+    (c, job)
+}
+
+fn job_task(id: u64, job: JobId, strategy: SchedulingStrategy) -> TaskSpec {
+    let mut spec = with_strategy(task(id, vec![]), strategy);
+    spec.job = job;
+    spec
+}
+
+#[test]
+fn a_task_of_a_lost_job_instance_runs_again_on_another_instance() {
+    let (mut c, job) = job_cluster();
+    let soft = SchedulingStrategy::NodeAffinity {
+        node: NodeId(3),
+        soft: true,
+    };
+    c.submit(job_task(1, job, soft));
+    assert_eq!(nodes_of(&c.dispatch()), [NodeId(3)]);
+    reactor::on_node_lost(&mut c.core, &mut c.t, NodeId(2), "agent connection dropped");
+    reactor::on_node_lost(&mut c.core, &mut c.t, NodeId(3), "agent connection dropped");
+    c.t.take();
+    let again = c.dispatch();
+    assert_eq!(tasks_of(&again), [1]);
+    assert_ne!(nodes_of(&again), [NodeId(3)], "the lost node runs nothing");
+}
+
+#[test]
+fn a_job_that_ends_cancels_every_task_of_it_and_no_other() {
+    let (mut c, job) = job_cluster();
+    c.submit(job_task(1, job, SchedulingStrategy::Default));
+    c.submit(job_task(2, job, SchedulingStrategy::Default));
+    assert_eq!(c.dispatch().len(), 2);
+    c.submit(job_task(3, job, SchedulingStrategy::Default));
+    c.submit(job_task(4, job, SchedulingStrategy::Default));
+    // T5 waits for T4.
+    c.submit(job_task(5, job, SchedulingStrategy::Default));
+    let mut waiting = job_task(6, job, SchedulingStrategy::Default);
+    waiting.args = vec![arg(4)];
+    c.submit(waiting);
+    c.submit(task(9, vec![]));
+    c.dispatch();
+    let cancelled = reactor::on_job_ended(&mut c.core, &mut c.t, job);
+    assert_eq!(
+        cancelled, 5,
+        "T1..T6 but the one already settled as a dependent"
+    );
+    let sent = c.t.take();
+    for t in 1..=6 {
+        assert_eq!(c.state(t), None, "T{t} is gone");
+    }
+    assert!(
+        sent.iter()
+            .any(|s| matches!(s, Sent::CancelRunning(_, TaskId(1), true))),
+        "running tasks are stopped by force: {sent:?}"
+    );
+    assert!(c.state(9).is_some(), "another job's task stays");
+    // The workers that ran T1 and T2 are stopped with the job: nothing is retried.
+    reactor::on_worker_removed(&mut c.core, &mut c.t, WorkerId(1), "killed");
+    reactor::on_worker_removed(&mut c.core, &mut c.t, WorkerId(2), "killed");
+    assert!(c.dispatch().is_empty());
+    assert_eq!(c.core.live_tasks(), 1);
+}

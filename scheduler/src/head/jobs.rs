@@ -14,9 +14,24 @@
 //!    +--(instance_timeout)--> FAILED "Timed out after Ns waiting for M instances, only K available"
 //! ```
 //!
+//! A job *ends* in one step whatever ends it (the entrypoint's exit, a cancel, the loss of
+//! instance 0, too many lost instances): [`Jobs::end`] records the state it will end in, cancels
+//! every task of the job at the scheduler (so none is retried when its worker is killed) and
+//! tells every instance to stop the job's processes. The job becomes final, and its nodes go
+//! back to the pool, once each instance reported its processes gone (`JobStopped`), its node
+//! was lost, or [`STOP_TIMEOUT`] passed.
+//!
+//! Losing a node that runs instance `k > 0` does not end the job: the instance is recorded as
+//! lost (when and why), the scheduler retries its tasks on the other instances, and a free node
+//! of the pool (a launched pool starts one) joins the job as a new instance. The job fails
+//! instead once fewer than `min_instances` instances are up, or more than
+//! `max_instance_failures` were lost.
+//!
 //! # Invariants
 //! - A node is given to at most one job at a time (`node_job`), and the scheduler knows it
 //!   (`NodeUse::Job`), so no other job's task runs there.
+//! - A job is final only after it ended: none of its tasks is left at the scheduler, and none
+//!   of its processes runs on a node that still serves it.
 //! - Every change of a job is written to `data_dir/jobs/<id>/job.pb` before it is visible to
 //!   clients; instance logs are appended to `instance-<k>.log` beside it. A head that restarts
 //!   lists finished jobs with their logs; jobs it found unfinished are marked FAILED with the
@@ -24,7 +39,7 @@
 //! - Everything here runs under the head's lock and does no blocking I/O except small file
 //!   writes of the job table; processes are started and stopped by the caller, after the lock.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -60,11 +75,30 @@ pub mod status {
 }
 
 /// How long a job that has `min_instances` (but not `target_instances`) free nodes waits for
-/// more before it starts with what it has.
+/// more before it starts with what it has, unless the head is told otherwise
+/// (`HeadConfig::start_grace`).
 pub const START_GRACE: Duration = Duration::from_secs(2);
 
 /// Default `instance_timeout`.
-pub const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_secs(300);
+pub const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_secs(720);
+
+/// How long an ending job waits for its instances to report their processes gone before it
+/// ends without them (an agent that hangs must not keep a job, and its nodes, forever).
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Lines of instance 0's standard error a failed job's message ends with: the last ones, or
+/// the first ones of the last panic report (its message, not the end of its backtrace).
+const STDERR_TAIL_LINES: usize = 8;
+
+/// Instance states, as clients see them.
+pub mod instance_state {
+    /// Its node serves the job.
+    pub const UP: &str = "UP";
+    /// Its node was lost while the job ran.
+    pub const LOST: &str = "LOST";
+    /// The job ended and the instance's processes are gone.
+    pub const STOPPED: &str = "STOPPED";
+}
 
 /// The longest job name accepted.
 const MAX_NAME_BYTES: usize = 256;
@@ -99,7 +133,44 @@ struct JobRec {
     entry_exited: bool,
     /// Instances that reported every process of the job gone.
     stopped: HashSet<NodeId>,
-    stopping: bool,
+    /// Set when the job ends: the state it is final in once every instance stopped, and when
+    /// the instances were told to stop.
+    ending: Option<(&'static str, Instant)>,
+    /// The last lines instance 0's processes wrote to standard error (see
+    /// [`STDERR_TAIL_LINES`]), and whether they are the head of a panic report, kept whole.
+    stderr_tail: VecDeque<String>,
+    stderr_panic: bool,
+    /// Since when fewer than `min_instances` instances are up (lost ones not replaced yet).
+    short_since: Option<Instant>,
+}
+
+impl JobRec {
+    fn new(info: pb::JobInfo, ended: bool) -> Self {
+        JobRec {
+            info,
+            queued_at: Instant::now(),
+            min_since: None,
+            entry_exited: ended,
+            stopped: HashSet::new(),
+            ending: None,
+            stderr_tail: VecDeque::new(),
+            stderr_panic: false,
+            short_since: None,
+        }
+    }
+
+    fn instance_mut(&mut self, node: NodeId) -> Option<&mut pb::InstanceState> {
+        self.info.instances.iter_mut().find(|i| i.node == node.0)
+    }
+
+    /// Instances whose nodes serve the job now.
+    fn up(&self) -> usize {
+        self.info
+            .instances
+            .iter()
+            .filter(|i| i.state == instance_state::UP)
+            .count()
+    }
 }
 
 struct PoolRec {
@@ -123,6 +194,8 @@ pub(crate) struct Jobs {
     node_pid: HashMap<NodeId, u32>,
     /// The head's address, given to entrypoints.
     pub head_addr: String,
+    /// See [`START_GRACE`].
+    pub start_grace: Duration,
 }
 
 fn now_ms() -> u64 {
@@ -156,6 +229,7 @@ impl Jobs {
             node_job: HashMap::new(),
             node_pid: HashMap::new(),
             head_addr: String::new(),
+            start_grace: START_GRACE,
         };
         let mut max_id = 0;
         for entry in std::fs::read_dir(&jobs.dir)?.flatten() {
@@ -174,14 +248,7 @@ impl Jobs {
                 info.completed_ms = now_ms();
                 changed = true;
             }
-            let rec = JobRec {
-                info,
-                queued_at: Instant::now(),
-                min_since: None,
-                entry_exited: true,
-                stopped: HashSet::new(),
-                stopping: false,
-            };
+            let rec = JobRec::new(info, true);
             let id = rec.info.id;
             jobs.jobs.insert(id, rec);
             if changed {
@@ -246,29 +313,87 @@ impl Jobs {
         p.idle_since.insert(node, Instant::now());
     }
 
-    /// A node left (or was declared dead).
-    pub fn on_node_lost(&mut self, out: &mut Outbox, core: &mut Core, node: NodeId) {
+    /// A node left (or was declared dead) for reason `why`. Losing instance 0 ends its job;
+    /// losing another instance is recorded and the job goes on, unless too few remain.
+    pub fn on_node_lost(&mut self, out: &mut Outbox, core: &mut Core, node: NodeId, why: &str) {
         self.node_pid.remove(&node);
         for p in self.pools.values_mut() {
             p.launched.remove(&node);
             p.idle_since.remove(&node);
         }
-        let Some(id) = self.node_job.get(&node).copied() else {
+        // The node serves no job any more: if its agent registers again it is a new, free node.
+        let Some(id) = self.node_job.remove(&node) else {
             return;
         };
         let Some(rec) = self.jobs.get_mut(&id) else {
             return;
         };
         rec.stopped.insert(node);
-        if rec.info.nodes.first() == Some(&node.0) && !rec.entry_exited {
+        let Some(k) = rec.info.nodes.iter().position(|n| *n == node.0) else {
+            return;
+        };
+        let lost = format!(
+            "instance {k} (node {node}) lost at {}: {why}",
+            clock(now_ms())
+        );
+        if let Some(i) = rec.instance_mut(node) {
+            i.state = instance_state::LOST.to_string();
+            i.lost_ms = now_ms();
+            i.reason = why.to_string();
+        }
+        if rec.ending.is_some() {
+            self.persist(id);
+            self.maybe_finish(out, core, id);
+            return;
+        }
+        let spec = rec.info.spec.clone().unwrap_or_default();
+        let failures = rec
+            .info
+            .instances
+            .iter()
+            .filter(|i| i.state == instance_state::LOST)
+            .count() as u32;
+        let up = rec.up() as u32;
+        let replaceable = self.could_replace(out, &spec.pool);
+        let rec = self.jobs.get_mut(&id).expect("present");
+        let fail = if k == 0 {
             rec.entry_exited = true;
-            if rec.info.status != status::CANCELLING {
-                rec.info.message = format!("instance 0 (node {node}) was lost");
-                rec.info.status = status::FAILED.to_string();
+            Some(lost.clone())
+        } else if spec.max_instance_failures.is_some_and(|m| failures > m) {
+            Some(format!(
+                "{lost}; {failures} instance(s) lost, more than max_instance_failures ({})",
+                spec.max_instance_failures.unwrap_or(0)
+            ))
+        } else if up < spec.min_instances && !replaceable {
+            Some(format!(
+                "{lost}; {up} instance(s) left, fewer than min_instances ({})",
+                spec.min_instances
+            ))
+        } else {
+            if up < spec.min_instances {
+                // Nodes may still join the pool: wait for them, as long as for the first ones.
+                rec.short_since.get_or_insert_with(Instant::now);
+            }
+            None
+        };
+        match fail {
+            Some(message) => self.end(out, core, id, status::FAILED, message),
+            None => {
+                let rec = self.jobs.get_mut(&id).expect("present");
+                if !rec.info.message.is_empty() {
+                    rec.info.message.push_str("; ");
+                }
+                rec.info.message.push_str(&lost);
+                self.persist(id);
             }
         }
-        self.stop_instances(out, id);
-        self.maybe_finish(out, core, id);
+    }
+
+    /// Whether a lost instance of a job on `pool` can be replaced: a node of the pool is free,
+    /// or may still join.
+    fn could_replace(&self, out: &Outbox, pool: &str) -> bool {
+        !self.free_nodes(out, pool).is_empty()
+            || self.pools.get(pool).is_some_and(|p| p.could_grow(out))
     }
 
     /// Validates and queues a job.
@@ -366,17 +491,7 @@ impl Jobs {
             created_ms: now_ms(),
             ..Default::default()
         };
-        self.jobs.insert(
-            id,
-            JobRec {
-                info: info.clone(),
-                queued_at: Instant::now(),
-                min_since: None,
-                entry_exited: false,
-                stopped: HashSet::new(),
-                stopping: false,
-            },
-        );
+        self.jobs.insert(id, JobRec::new(info.clone(), false));
         self.persist(id);
         Ok(info)
     }
@@ -405,7 +520,102 @@ impl Jobs {
         for id in pending {
             self.try_start(out, core, id);
         }
+        let running: Vec<u64> = self
+            .jobs
+            .iter()
+            .filter(|(_, r)| r.info.status == status::RUNNING && r.ending.is_none())
+            .filter(|(_, r)| {
+                r.up() < r.info.spec.as_ref().map_or(0, |s| s.target_instances) as usize
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in running {
+            self.replace_lost(out, core, id);
+            self.check_short(out, core, id);
+        }
+        let ending: Vec<u64> = self
+            .jobs
+            .iter()
+            .filter(|(_, r)| r.ending.is_some() && !status::is_final(&r.info.status))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ending {
+            self.maybe_finish(out, core, id);
+        }
         self.size_pools(out)
+    }
+
+    /// Fails a job that has had fewer than `min_instances` instances up for longer than its
+    /// `instance_timeout`.
+    fn check_short(&mut self, out: &mut Outbox, core: &mut Core, id: u64) {
+        let rec = self.jobs.get_mut(&id).expect("running job");
+        let spec = rec.info.spec.clone().unwrap_or_default();
+        let up = rec.up() as u32;
+        if up >= spec.min_instances {
+            rec.short_since = None;
+            return;
+        }
+        let timeout = Duration::from_millis(spec.instance_timeout_ms);
+        if rec.short_since.is_some_and(|t| t.elapsed() >= timeout) {
+            let message = format!(
+                "{}; only {up} instance(s) up, fewer than min_instances ({}), and no node \
+                 replaced the lost ones within {}s",
+                rec.info.message,
+                spec.min_instances,
+                fmt_secs(timeout)
+            );
+            self.end(out, core, id, status::FAILED, message);
+        }
+    }
+
+    /// A running job that lost instances takes free nodes of its pool as new instances, up to
+    /// `target_instances`. Each gets the next instance index; its worker processes start
+    /// (the job's driver, its entrypoint, is already connected) and its tasks run there.
+    fn replace_lost(&mut self, out: &mut Outbox, core: &mut Core, id: u64) {
+        let rec = &self.jobs[&id];
+        let spec = rec.info.spec.clone().unwrap_or_default();
+        let want = (spec.target_instances as usize).saturating_sub(rec.up());
+        let free = self.free_nodes(out, &spec.pool);
+        let job = JobId(id);
+        for node in free.into_iter().take(want) {
+            self.node_job.insert(node, id);
+            reactor::on_node_use(core, node, NodeUse::Job(job));
+            if let Some(p) = out
+                .nodes
+                .get(&node)
+                .and_then(|c| self.pools.get_mut(&c.pool))
+            {
+                p.idle_since.remove(&node);
+            }
+            let rec = self.jobs.get_mut(&id).expect("running job");
+            let k = rec.info.nodes.len() as u32;
+            rec.info.nodes.push(node.0);
+            rec.info.instances.push(up_instance(k, node));
+            let op = pb::JobInstance {
+                job: id,
+                instance: k,
+                num_instances: rec.info.nodes.len() as u32,
+                entrypoint: None,
+            };
+            out.queue_node(node, head_to_node_op::Kind::JobInstance(op));
+            let build = out.jobs.get(&job).map(|j| j.build.clone());
+            if let (Some(build), Some(n)) = (build, core.nodes().iter().find(|n| n.id == node)) {
+                let count = (n.total.get("CPU").ceil() as u32).max(1);
+                reactor::on_workers_requested(core, node, count as usize);
+                let start = pb::StartWorkers {
+                    job: id,
+                    build,
+                    count,
+                };
+                out.queue_node(node, head_to_node_op::Kind::StartWorkers(start));
+            }
+            let rec = self.jobs.get_mut(&id).expect("running job");
+            rec.info.message.push_str(&format!(
+                "; node {node} joined as instance {k} at {}",
+                clock(now_ms())
+            ));
+            self.persist(id);
+        }
     }
 
     fn try_start(&mut self, out: &mut Outbox, core: &mut Core, id: u64) {
@@ -423,7 +633,7 @@ impl Jobs {
             // Start with fewer than the target once nothing more can come (the pool is at its
             // size limit) or the grace wait is over.
             let since = *rec.min_since.get_or_insert_with(Instant::now);
-            (!more_coming || since.elapsed() >= START_GRACE).then_some(free.len())
+            (!more_coming || since.elapsed() >= self.start_grace).then_some(free.len())
         } else {
             rec.min_since = None;
             None
@@ -469,6 +679,11 @@ impl Jobs {
         rec.info.message = String::new();
         rec.info.started_ms = now_ms();
         rec.info.nodes = nodes.iter().map(|n| n.0).collect();
+        rec.info.instances = nodes
+            .iter()
+            .enumerate()
+            .map(|(k, n)| up_instance(k as u32, *n))
+            .collect();
         let num = nodes.len() as u32;
         for (k, node) in nodes.iter().enumerate() {
             let entrypoint = (k == 0).then(|| pb::Entrypoint {
@@ -512,7 +727,8 @@ impl Jobs {
             .map(|i| i as u32)
     }
 
-    /// The entrypoint of job `id` exited with `code` (or could not start: `error`).
+    /// The entrypoint of job `id` exited with `code` (or could not start: `error`): the job
+    /// ends, DONE on code 0, FAILED with the cause otherwise.
     pub fn on_entrypoint_exit(
         &mut self,
         out: &mut Outbox,
@@ -529,25 +745,54 @@ impl Jobs {
         }
         rec.entry_exited = true;
         rec.info.exit_code = Some(code);
-        if rec.info.status == status::RUNNING {
-            if !error.is_empty() {
-                rec.info.status = status::FAILED.to_string();
-                rec.info.message = format!("the entrypoint could not start: {error}");
-            } else if code != 0 {
-                rec.info.status = status::FAILED.to_string();
-                if rec.info.message.is_empty() {
-                    rec.info.message = match &rec.info.error {
-                        Some(e) => format!("{}: {}", e.type_name, e.message),
-                        None if code < 0 => {
-                            format!("the entrypoint was killed by signal {}", -code)
-                        }
-                        None => format!("the entrypoint exited with code {code}"),
-                    };
-                }
+        if rec.ending.is_some() || rec.info.status != status::RUNNING {
+            // Ending already (cancelled, or failed for another reason): that reason stands.
+            self.persist(id);
+            self.maybe_finish(out, core, id);
+            return;
+        }
+        let (state, message) = if !error.is_empty() {
+            (
+                status::FAILED,
+                format!("the entrypoint could not start: {error}"),
+            )
+        } else if code == 0 {
+            (status::DONE, rec.info.message.clone())
+        } else {
+            let last = out
+                .last_failure
+                .get(&JobId(id))
+                .map(|f| f.root().to_string());
+            (status::FAILED, failure_message(rec, code, last))
+        };
+        self.end(out, core, id, state, message);
+    }
+
+    /// Ends job `id`: it will be final in `state` with `message` once every instance stopped.
+    /// Its tasks are cancelled now and its instances told to stop its processes.
+    fn end(
+        &mut self,
+        out: &mut Outbox,
+        core: &mut Core,
+        id: u64,
+        state: &'static str,
+        message: String,
+    ) {
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if rec.ending.is_some() || status::is_final(&rec.info.status) {
+            return;
+        }
+        rec.ending = Some((state, Instant::now()));
+        rec.info.message = message;
+        reactor::on_job_ended(core, out, JobId(id));
+        for n in &rec.info.nodes {
+            if !rec.stopped.contains(&NodeId(*n)) {
+                out.queue_node(NodeId(*n), head_to_node_op::Kind::StopJob(id));
             }
         }
         self.persist(id);
-        self.stop_instances(out, id);
         self.maybe_finish(out, core, id);
     }
 
@@ -559,46 +804,47 @@ impl Jobs {
         self.maybe_finish(out, core, id);
     }
 
-    fn stop_instances(&mut self, out: &mut Outbox, id: u64) {
-        let Some(rec) = self.jobs.get_mut(&id) else {
-            return;
-        };
-        if rec.stopping {
-            return;
-        }
-        rec.stopping = true;
-        for n in &rec.info.nodes {
-            if !rec.stopped.contains(&NodeId(*n)) {
-                out.queue_node(NodeId(*n), head_to_node_op::Kind::StopJob(id));
-            }
-        }
-    }
-
-    /// Ends job `id` once its entrypoint has exited and every instance has stopped; its nodes
-    /// go back to the pool.
+    /// Makes an ending job final once every instance has stopped (or its node is gone, or
+    /// [`STOP_TIMEOUT`] passed); its nodes go back to the pool.
     fn maybe_finish(&mut self, out: &mut Outbox, core: &mut Core, id: u64) {
         let Some(rec) = self.jobs.get_mut(&id) else {
             return;
         };
-        let all_stopped = rec
+        let Some((state, since)) = rec.ending else {
+            return;
+        };
+        if status::is_final(&rec.info.status) {
+            return;
+        }
+        let waiting: Vec<NodeId> = rec
             .info
             .nodes
             .iter()
-            .all(|n| rec.stopped.contains(&NodeId(*n)) || !out.nodes.contains_key(&NodeId(*n)));
-        if !rec.entry_exited || !all_stopped || status::is_final(&rec.info.status) {
-            return;
+            .map(|n| NodeId(*n))
+            .filter(|n| !rec.stopped.contains(n) && out.nodes.contains_key(n))
+            .collect();
+        if !waiting.is_empty() {
+            if since.elapsed() < STOP_TIMEOUT {
+                return;
+            }
+            let list: Vec<String> = waiting.iter().map(|n| n.to_string()).collect();
+            rec.info.message.push_str(&format!(
+                "; node(s) {} did not report the job's processes stopped within {}s",
+                list.join(", "),
+                STOP_TIMEOUT.as_secs()
+            ));
         }
-        rec.info.status = match rec.info.status.as_str() {
-            status::CANCELLING => status::CANCELLED,
-            status::RUNNING => status::DONE,
-            _ => status::FAILED,
-        }
-        .to_string();
+        rec.info.status = state.to_string();
         rec.info.completed_ms = now_ms();
+        for i in &mut rec.info.instances {
+            if i.state == instance_state::UP {
+                i.state = instance_state::STOPPED.to_string();
+            }
+        }
         let nodes: Vec<NodeId> = rec.info.nodes.iter().map(|n| NodeId(*n)).collect();
         let job = JobId(id);
         reactor::on_job_restricted(core, job, false);
-        out.jobs.remove(&job);
+        out.remove_job(job);
         for n in nodes {
             if self.node_job.get(&n) == Some(&id) {
                 self.node_job.remove(&n);
@@ -628,17 +874,10 @@ impl Jobs {
                 rec.info.completed_ms = now_ms();
                 self.persist(id);
             }
-            status::RUNNING => {
+            // A job already ending (its entrypoint exited) ends as it was going to.
+            status::RUNNING if rec.ending.is_none() => {
                 rec.info.status = status::CANCELLING.to_string();
-                rec.info.message = "cancelled".into();
-                self.persist(id);
-                self.stop_instances(out, id);
-                // The entrypoint's exit is reported with the stop; count it as exited now so a
-                // lost report cannot keep the job CANCELLING.
-                if let Some(rec) = self.jobs.get_mut(&id) {
-                    rec.entry_exited = true;
-                }
-                self.maybe_finish(out, core, id);
+                self.end(out, core, id, status::CANCELLED, "cancelled".into());
             }
             _ => {}
         }
@@ -865,9 +1104,28 @@ impl Jobs {
         }
     }
 
-    /// Appends `data` to the log of `node`'s instance of job `id` (after the lock).
-    pub fn log_target(&self, id: u64, node: NodeId) -> Option<PathBuf> {
+    /// Output of `node`'s instance of job `id`: the file it is appended to (after the lock).
+    /// Instance 0's standard error lines are also kept, the last few, for the job's message.
+    pub fn on_log(&mut self, id: u64, node: NodeId, data: &[u8]) -> Option<PathBuf> {
         let k = self.instance_of(id, node)?;
+        if k == 0 {
+            let rec = self.jobs.get_mut(&id)?;
+            for line in String::from_utf8_lossy(data).lines() {
+                let Some((_, text)) = line.split_once("err|") else {
+                    continue;
+                };
+                if text.contains(" panicked at ") {
+                    rec.stderr_tail.clear();
+                    rec.stderr_panic = true;
+                } else if rec.stderr_tail.len() == STDERR_TAIL_LINES {
+                    if rec.stderr_panic {
+                        continue;
+                    }
+                    rec.stderr_tail.pop_front();
+                }
+                rec.stderr_tail.push_back(text.chars().take(500).collect());
+            }
+        }
         Some(self.log_path(id, k))
     }
 
@@ -938,6 +1196,59 @@ fn valid_id(id: &str) -> bool {
 
 fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn up_instance(index: u32, node: NodeId) -> pb::InstanceState {
+    pb::InstanceState {
+        index,
+        node: node.0,
+        state: instance_state::UP.to_string(),
+        ..Default::default()
+    }
+}
+
+/// `HH:MM:SS UTC` of a Unix time in milliseconds.
+fn clock(ms: u64) -> String {
+    let s = ms / 1000 % 86_400;
+    format!("{:02}:{:02}:{:02} UTC", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// `code` as a node agent reports it: an exit code, or minus the signal that killed the process.
+pub(crate) fn describe_exit(code: i32) -> String {
+    match code {
+        c if c >= 0 => format!("exited with code {c}"),
+        c => {
+            let name = match -c {
+                6 => " (SIGABRT: abort, e.g. a panic with panic = \"abort\")",
+                9 => " (SIGKILL: killed, e.g. by the out-of-memory killer)",
+                11 => " (SIGSEGV: invalid memory access)",
+                15 => " (SIGTERM)",
+                _ => "",
+            };
+            format!("was killed by signal {}{name}", -c)
+        }
+    }
+}
+
+/// Why a job whose entrypoint exited with `code` failed: the `#[starling::job]` function's
+/// error if it reported one; else the exit, the last task failure of the job (`last`, which
+/// is often what made the entrypoint give up), and the last lines of instance 0's stderr.
+fn failure_message(rec: &JobRec, code: i32, last: Option<String>) -> String {
+    if let Some(e) = &rec.info.error {
+        return format!("{}: {}", e.type_name, e.message);
+    }
+    let mut m = format!("the entrypoint {}", describe_exit(code));
+    if let Some(f) = last {
+        m += &format!("; the job's last task failure: {f}");
+    }
+    if !rec.stderr_tail.is_empty() {
+        m += "\nlast lines of stderr:";
+        for l in &rec.stderr_tail {
+            m += "\n  ";
+            m += l;
+        }
+    }
+    m
 }
 
 /// Refuses a directory payload whose entrypoint is missing or not executable.
@@ -1208,6 +1519,7 @@ mod tests {
                 min_instances: small(rng),
                 instance_timeout_ms: rng.edgy_u64(),
                 input: Vec::new(),
+                max_instance_failures: rng.one_in(2).then(|| rng.below(4) as u32),
             };
             let mut spec = spec;
             let n = rng.below(16);

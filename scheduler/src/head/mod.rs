@@ -57,6 +57,9 @@ pub struct HeadConfig {
     pub heartbeat_timeout: Duration,
     /// Tasks a busy worker process may be handed ahead (see `Core::set_pipeline_depth`).
     pub pipeline_depth: usize,
+    /// How long a job that has `min_instances` free nodes, but not `target_instances`, waits
+    /// for more before it starts with what it has.
+    pub start_grace: Duration,
     /// Starts nodes for pools whose nodes the head starts itself (`None`: such pools cannot be
     /// created).
     pub launcher: Option<Arc<dyn Launcher>>,
@@ -84,6 +87,7 @@ impl HeadConfig {
             data_dir,
             heartbeat_timeout: Duration::from_secs(5),
             pipeline_depth: DEFAULT_PIPELINE_DEPTH,
+            start_grace: jobs::START_GRACE,
             launcher: None,
             token: None,
             token_hint: UNAUTHENTICATED_HINT.to_string(),
@@ -199,6 +203,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
             source,
         })?;
     job_table.head_addr = addr.to_string();
+    job_table.start_grace = config.start_grace;
     let head = state::Head::new(
         bin_dir,
         job_table,

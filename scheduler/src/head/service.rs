@@ -70,7 +70,7 @@ impl HeadService {
                 let Some(head) = head.upgrade() else { return };
                 for node in head.silent_nodes() {
                     let why = format!(
-                        "node {node} missed heartbeats for {:?}",
+                        "heartbeat timeout (nothing heard for {:?})",
                         head.heartbeat_timeout
                     );
                     head.close_node(node, &why);
@@ -213,8 +213,10 @@ impl pb::head_server::Head for HeadService {
             let why = loop {
                 match incoming.next().await {
                     Some(Ok(batch)) => head.node_batch(node, batch.ops),
-                    Some(Err(status)) => break format!("node agent lost: {}", status.message()),
-                    None => break "node agent disconnected".to_string(),
+                    Some(Err(status)) => {
+                        break format!("agent connection dropped ({})", status.message())
+                    }
+                    None => break "agent connection dropped".to_string(),
                 }
             };
             head.close_node(node, &why);

@@ -23,7 +23,7 @@ use starling_proto::{
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::Status;
 
-use super::jobs::{self, Jobs, Launcher, PoolActions};
+use super::jobs::{self, describe_exit, Jobs, Launcher, PoolActions};
 use crate::reactor;
 use crate::{Core, TaskOutcome, Transport};
 
@@ -90,6 +90,8 @@ pub(crate) struct Outbox {
     /// Large task results: the node that stores each, and its size.
     pub locations: HashMap<ObjectId, (NodeId, u64)>,
     pub failures: HashMap<ObjectId, Arc<TaskFailure>>,
+    /// The last task failure of each job with a driver (see [`Transport::task_failed`]).
+    pub last_failure: HashMap<JobId, Arc<TaskFailure>>,
     pub subscribers: HashMap<ObjectId, Vec<u64>>,
     dirty_clients: Vec<u64>,
     dirty_nodes: Vec<NodeId>,
@@ -299,6 +301,20 @@ impl Transport for Outbox {
         if let Some(&client) = self.worker_client.get(&worker) {
             self.queue_client(client, head_op::Kind::Cancel(task.0));
         }
+    }
+
+    fn task_failed(&mut self, job: JobId, failure: &Arc<TaskFailure>) {
+        if self.jobs.contains_key(&job) {
+            self.last_failure.insert(job, failure.clone());
+        }
+    }
+}
+
+impl Outbox {
+    /// `job` has no driver any more: forget what was kept for it.
+    pub(crate) fn remove_job(&mut self, job: JobId) {
+        self.jobs.remove(&job);
+        self.last_failure.remove(&job);
     }
 }
 
@@ -571,7 +587,7 @@ impl Head {
                 reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
             }
         } else if st.jobs.nodes_of(conn.job).is_none() {
-            st.out.jobs.remove(&conn.job);
+            st.out.remove_job(conn.job);
             let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
             for n in nodes {
                 st.out
@@ -687,7 +703,7 @@ impl Head {
                 }
                 None => {}
                 Some(pb::node_op::Kind::JobLog(l)) => {
-                    if let Some(path) = st.jobs.log_target(l.job, node) {
+                    if let Some(path) = st.jobs.on_log(l.job, node, &l.data) {
                         match logs.last_mut() {
                             Some((p, data)) if *p == path => data.extend_from_slice(&l.data),
                             _ => logs.push((path, l.data)),
@@ -747,7 +763,7 @@ impl Head {
         }
         reactor::on_objects_lost(&mut st.core, &mut st.out, &lost);
         reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
-        st.jobs.on_node_lost(&mut st.out, &mut st.core, node);
+        st.jobs.on_node_lost(&mut st.out, &mut st.core, node, why);
         reactor::schedule(&mut st.core, &mut st.out);
         let out = st.out.flush();
         drop(g);
@@ -821,23 +837,6 @@ impl Head {
 
 /// How long the head waits for a node to report how a worker process whose session ended exited.
 const EXIT_REPORT_WAIT: Duration = Duration::from_secs(1);
-
-/// `code` as a node agent reports it: an exit code, or minus the signal that killed the process.
-fn describe_exit(code: i32) -> String {
-    match code {
-        c if c >= 0 => format!("exited with code {c}"),
-        c => {
-            let name = match -c {
-                6 => " (SIGABRT: abort, e.g. a panic with panic = \"abort\")",
-                9 => " (SIGKILL: killed, e.g. by the out-of-memory killer)",
-                11 => " (SIGSEGV: invalid memory access)",
-                15 => " (SIGTERM)",
-                _ => "",
-            };
-            format!("was killed by signal {}{name}", -c)
-        }
-    }
-}
 
 fn check_version(version: u32) -> Result<(), Status> {
     if version != starling_proto::PROTOCOL_VERSION {

@@ -13,9 +13,11 @@
 //!   is retried on a later [`Supervisor::tick`], not forgotten.
 //! - No process outlives the supervisor: dropping a kill switch kills the process, and every
 //!   command is spawned with `kill_on_drop`, so even an aborted watcher kills its child.
-//! - After [`Supervisor::kill_all`] nothing is started again.
+//! - After [`Supervisor::kill_all`] nothing is started again, and after
+//!   [`Supervisor::stop_job`] nothing of that job: a job that ended stays ended (a
+//!   `StartWorkers` for it that crossed the stop on the wire is ignored).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -123,6 +125,8 @@ pub(crate) struct Supervisor {
     stopping: bool,
     /// Jobs whose processes' output also goes to the head (multi-node job instances).
     tees: HashMap<JobId, Tee>,
+    /// Jobs stopped on this node (job ids are never reused within a registration).
+    ended: HashSet<JobId>,
 }
 
 impl Supervisor {
@@ -140,6 +144,7 @@ impl Supervisor {
             log,
             stopping: false,
             tees: HashMap::new(),
+            ended: HashSet::new(),
         }
     }
 
@@ -156,6 +161,12 @@ impl Supervisor {
     /// needed.
     pub(crate) async fn start_workers(&mut self, job: JobId, build: &str, count: u32) {
         if self.stopping || count == 0 {
+            return;
+        }
+        if self.ended.contains(&job) {
+            self.log.line(format_args!(
+                "{job}: not starting {count} worker(s): the job was stopped"
+            ));
             return;
         }
         let fixed = self.spawn.fixed_binary.clone();
@@ -363,6 +374,7 @@ impl Supervisor {
     /// reported (as killed by `SIGKILL`).
     pub(crate) async fn stop_job(&mut self, job: JobId) {
         self.tees.remove(&job);
+        self.ended.insert(job);
         if let Some(j) = self.jobs.remove(&job) {
             self.log
                 .line(format_args!("{job}: stopping {} worker(s)", j.procs.len()));
