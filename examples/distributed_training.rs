@@ -78,6 +78,12 @@ fn gradient(k: u64, epoch: u32, w: Vec<f64>, b: f64, hold: String) -> (Vec<f64>,
     (gw.iter().map(|g| g / n).collect(), gb / n, loss / n)
 }
 
+/// The node this task runs on.
+#[starling::remote]
+fn node_of() -> u64 {
+    starling_examples::this_node()
+}
+
 fn main() -> anyhow::Result<()> {
     let _rt = starling_examples::connect()?;
     let instances: u64 = std::env::var("STARLING_NUM_INSTANCES")
@@ -100,6 +106,13 @@ fn main() -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // One task pinned to each instance first: once they are back, every instance's worker
+    // processes are up, so each shard starts on its own node.
+    let ready: Vec<_> = nodes
+        .iter()
+        .map(|n| node_of::options().node_affinity(n.id, false).remote())
+        .collect();
+    starling::get_all(&ready).context("an instance is not ready")?;
     let mut w = vec![0.0; TRUE_W.len()];
     let mut b = 0.0;
     let mut loss = f64::NAN;

@@ -148,13 +148,18 @@ struct SubmitArgs {
     /// Environment variables of the entrypoint (`K=V`, repeatable).
     #[arg(long = "env", value_name = "K=V")]
     env_vars: Vec<String>,
-    /// For a directory payload: the program to run, relative to the directory.
+    /// For a directory payload: what to run from its root, a file of it with its first
+    /// arguments (`run.sh`, `main.py --fast`) or a program of the nodes' (`python3 -m pkg.main`).
     #[arg(long)]
     entrypoint: Option<String>,
+    /// The program that runs the payload file [default: python3 for a `.py` file; anything
+    /// else runs itself], with its arguments (`--interpreter 'python3 -u'`).
+    #[arg(long, value_name = "COMMAND")]
+    interpreter: Option<String>,
     /// Wait until it ends, showing progress; exit non-zero unless it ended DONE.
     #[arg(long)]
     wait: bool,
-    /// The payload: an executable file, or a directory (with --entrypoint).
+    /// The payload: an executable file, a `.py` file, or a directory (with --entrypoint).
     payload: PathBuf,
     /// Arguments of the entrypoint (after `--`).
     #[arg(last = true)]
@@ -239,6 +244,9 @@ fn submit(client: &JobClient, s: SubmitArgs) -> Result<()> {
     }
     if let Some(n) = s.max_instance_failures {
         options = options.max_instance_failures(n);
+    }
+    if let Some(i) = &s.interpreter {
+        options = options.interpreter(i.split_whitespace());
     }
     for kv in &s.env_vars {
         let Some((k, v)) = kv.split_once('=') else {

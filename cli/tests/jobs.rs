@@ -790,3 +790,75 @@ fn a_job_survives_losing_a_worker_instance() {
     c.check(err < 0.01, &format!("wrong model after the loss:\n{log}"));
     assert_pool_free(&c, 3, "the job");
 }
+
+/// Python payloads run as the docs' users expect: a `.py` file with no shebang and no execute
+/// bit runs with `python3`, `--interpreter` runs a file with another program, and a directory's
+/// entrypoint may be a command (`python3 -m pkg.main`) or a file with its first arguments.
+#[test]
+fn python_payloads_need_no_shebang_nor_execute_bit() {
+    let c = Cluster::start("jobpy", 0);
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "py",
+        "--max-nodes",
+        "1",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    let file = c.dir.join("hello.py");
+    std::fs::write(
+        &file,
+        "import os, sys\nprint('hello from', os.environ['STARLING_INSTANCE_ID'], sys.argv[1:])\n",
+    )
+    .expect("write hello.py");
+    let run = |args: &[&str]| {
+        let mut all = vec!["job", "submit", "--pool", "py", "--wait"];
+        all.extend(args);
+        let out = c.cli_ok(&all);
+        let id = out.lines().next().unwrap_or_default().trim().to_string();
+        c.cli_ok(&["job", "logs", &id, "--raw"])
+    };
+    let log = run(&[file.to_str().expect("utf-8 path"), "--", "a", "b"]);
+    c.check(
+        log.trim() == "hello from 0 ['a', 'b']",
+        &format!("the .py file did not run with python3:\n{log}"),
+    );
+    let script = c.dir.join("plain.txt");
+    std::fs::write(&script, "echo \"run by sh: $1\"\n").expect("write the script");
+    let log = run(&[
+        "--interpreter",
+        "sh",
+        script.to_str().expect("utf-8 path"),
+        "--",
+        "x",
+    ]);
+    c.check(
+        log.trim() == "run by sh: x",
+        &format!("--interpreter sh did not run the file:\n{log}"),
+    );
+    let dir = c.dir.join("pydir");
+    std::fs::create_dir_all(dir.join("pkg")).expect("create pkg");
+    std::fs::write(dir.join("pkg/__init__.py"), "").expect("write __init__.py");
+    std::fs::write(
+        dir.join("pkg/main.py"),
+        "import sys\nprint('module', sys.argv[1:])\n",
+    )
+    .expect("write main.py");
+    std::fs::write(
+        dir.join("main.py"),
+        "import sys\nprint('file', sys.argv[1:])\n",
+    )
+    .expect("write main.py");
+    let d = dir.to_str().expect("utf-8 path");
+    let log = run(&["--entrypoint", "python3 -m pkg.main", d, "--", "m"]);
+    c.check(
+        log.trim() == "module ['m']",
+        &format!("`python3 -m pkg.main` did not run:\n{log}"),
+    );
+    let log = run(&["--entrypoint", "main.py --fast", d, "--", "f"]);
+    c.check(
+        log.trim() == "file ['--fast', 'f']",
+        &format!("`main.py --fast` did not run with python3:\n{log}"),
+    );
+}

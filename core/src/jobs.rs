@@ -101,6 +101,9 @@ pub struct JobOptions {
     /// least `min_instances` remain). Losing instance 0, which runs the entrypoint, always
     /// fails the job.
     pub max_instance_failures: Option<u32>,
+    /// The program that runs the payload file (`["python3"]`; default: a `.py` file runs with
+    /// `python3`, anything else runs itself).
+    pub interpreter: Option<Vec<String>>,
     pub(crate) input: Vec<u8>,
 }
 
@@ -117,6 +120,7 @@ impl Default for JobOptions {
             instance_timeout: DEFAULT_INSTANCE_TIMEOUT,
             name: None,
             max_instance_failures: None,
+            interpreter: None,
             input: Vec::new(),
         }
     }
@@ -162,6 +166,21 @@ impl JobOptions {
         self.max_instance_failures = Some(n);
         self
     }
+    /// Runs the payload file with this program and its arguments (`["python3", "-u"]`).
+    pub fn interpreter<I: IntoIterator<Item = S>, S: Into<String>>(mut self, command: I) -> Self {
+        self.interpreter = Some(command.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The command that runs a payload file named `file`: the interpreter if one was given,
+    /// `python3` for a `.py` file, else none (the file runs itself).
+    fn command_for(&self, file: &str) -> Vec<String> {
+        match &self.interpreter {
+            Some(c) => c.clone(),
+            None if file.ends_with(".py") => vec!["python3".to_string()],
+            None => Vec::new(),
+        }
+    }
 
     /// Checks what can be checked before anything is uploaded.
     fn check(&self) -> Result<()> {
@@ -177,6 +196,11 @@ impl JobOptions {
                     self.target_instances
                 )));
             }
+        }
+        if self.interpreter.as_ref().is_some_and(|c| c.is_empty()) {
+            return Err(Error::JobRequest(
+                "an interpreter needs a program (e.g. python3)".into(),
+            ));
         }
         Ok(())
     }
@@ -407,6 +431,20 @@ impl JobClient {
         Ok(client)
     }
 
+    /// The nodes of job `job` (its instances, lost ones too, like [`crate::nodes`] inside
+    /// it), or every node of the cluster (`None`).
+    pub fn nodes(&self, job: Option<u64>) -> Result<Vec<crate::NodeInfo>> {
+        let request = pb::StatusRequest {
+            job: job.unwrap_or(0),
+        };
+        let reply = self.call(|mut h| async move { h.status(request).await })?;
+        Ok(reply
+            .nodes
+            .into_iter()
+            .map(crate::cluster::client::node_info)
+            .collect())
+    }
+
     /// Connects to the head named by `STARLING_HEAD`.
     pub fn from_env() -> Result<JobClient> {
         let addr = std::env::var(HEAD_ENV).map_err(|_| {
@@ -454,7 +492,8 @@ impl JobClient {
         })
     }
 
-    /// Submits the executable at `path`: it runs on instance 0 with `options.args`.
+    /// Submits the file at `path`: it runs on instance 0 with `options.args`, by itself (an
+    /// executable), with `python3` (a `.py` file) or with `options.interpreter`.
     pub fn submit_file(
         &self,
         path: impl AsRef<Path>,
@@ -466,9 +505,16 @@ impl JobClient {
         let path = path.as_ref();
         let meta = std::fs::metadata(path)
             .map_err(|e| Error::JobRequest(format!("cannot read {}: {e}", path.display())))?;
-        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        let command = options.command_for(&path.to_string_lossy());
+        if !meta.is_file() {
             return Err(Error::JobRequest(format!(
-                "{} is not an executable file",
+                "{} is not a file",
+                path.display()
+            )));
+        }
+        if command.is_empty() && meta.permissions().mode() & 0o111 == 0 {
+            return Err(Error::JobRequest(format!(
+                "{} is not executable (chmod +x it, or give an interpreter)",
                 path.display()
             )));
         }
@@ -478,12 +524,15 @@ impl JobClient {
         let payload = pb::Payload {
             kind: Some(pb::payload::Kind::Binary(id)),
             entrypoint: String::new(),
+            command,
         };
         self.submit(options.spec(pool, payload))
     }
 
-    /// Submits the directory `dir`: it is copied to instance 0, where `entrypoint` (a path
-    /// inside it) runs from its root.
+    /// Submits the directory `dir`: it is copied to instance 0 and `entrypoint` runs from its
+    /// root. The entrypoint is a command line split at spaces: a file of the directory with
+    /// its first arguments (`run.sh`, `main.py --fast`; a `.py` file runs with `python3`), or
+    /// a program of the nodes' with its arguments (`python3 -m pkg.main`).
     pub fn submit_directory(
         &self,
         dir: impl AsRef<Path>,
@@ -491,31 +540,67 @@ impl JobClient {
         entrypoint: &str,
         options: JobOptions,
     ) -> Result<Job> {
+        let words: Vec<String> = entrypoint.split_whitespace().map(String::from).collect();
+        self.submit_directory_argv(dir, pool, &words, options)
+    }
+
+    /// [`submit_directory`](Self::submit_directory) with the entrypoint's words given one by
+    /// one (`["python3", "main.py"]`), so a word may hold spaces.
+    pub fn submit_directory_argv(
+        &self,
+        dir: impl AsRef<Path>,
+        pool: &str,
+        entrypoint: &[String],
+        mut options: JobOptions,
+    ) -> Result<Job> {
         options.check()?;
         let dir = dir.as_ref();
         let mut files = Vec::new();
         collect_files(dir, dir, &mut files)?;
-        let want = entrypoint.trim_start_matches("./");
-        match files.iter().find(|f| f.path == want) {
+        let Some((first, rest)) = entrypoint.split_first() else {
+            return Err(Error::JobRequest(
+                "a directory payload needs an entrypoint".into(),
+            ));
+        };
+        let file = first.trim_start_matches("./");
+        let (want, command) = match files.iter().find(|f| f.path == file) {
+            Some(f) => {
+                let command = options.command_for(file);
+                if command.is_empty() && f.mode & 0o111 == 0 {
+                    return Err(Error::JobRequest(format!(
+                        "entrypoint `{first}` is not executable (chmod +x it, or give an \
+                         interpreter)"
+                    )));
+                }
+                // Its first arguments come before the job's own.
+                let args = rest.iter().cloned().chain(options.args.drain(..)).collect();
+                options.args = args;
+                (file.to_string(), command)
+            }
+            // A program of the nodes' (`python3 -m pkg.main`): it must at least exist here.
+            None if !first.contains('/') && on_path(first) => {
+                if options.interpreter.is_some() {
+                    return Err(Error::JobRequest(format!(
+                        "entrypoint `{first}` is a program, not a file to interpret: give the \
+                         interpreter or the program, not both"
+                    )));
+                }
+                (String::new(), entrypoint.to_vec())
+            }
             None => {
                 return Err(Error::JobRequest(format!(
-                    "entrypoint `{entrypoint}` is not a file in {}",
+                    "entrypoint `{first}` is not a file in {}, nor a program on PATH",
                     dir.display()
                 )))
             }
-            Some(f) if f.mode & 0o111 == 0 => {
-                return Err(Error::JobRequest(format!(
-                    "entrypoint `{entrypoint}` is not executable (chmod +x it)"
-                )))
-            }
-            Some(_) => {}
-        }
+        };
         use prost::Message;
         let archive = pb::DirArchive { files }.encode_to_vec();
         let id = self.upload(archive)?;
         let payload = pb::Payload {
             kind: Some(pb::payload::Kind::Directory(id)),
-            entrypoint: want.to_string(),
+            entrypoint: want,
+            command,
         };
         self.submit(options.spec(pool, payload))
     }
@@ -696,21 +781,32 @@ impl Job {
     /// The value of a `#[starling::job]` function: waits until the job ends; its error (type,
     /// message, backtrace) if it failed.
     pub fn result<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        match self.result_bytes()? {
+            Some(bytes) => crate::codec::decode::<T>(&bytes),
+            None => Err(Error::JobFailed {
+                job: self.id,
+                status: JobStatus::Done.to_string(),
+                message: "it reported no value (is its entrypoint a #[starling::job] function?)"
+                    .to_string(),
+                cause: None,
+            }),
+        }
+    }
+
+    /// Waits until the job ends: the encoded value of its `#[starling::job]` function, or
+    /// `None` for a job DONE without one (a file or directory payload); its error if it did
+    /// not end DONE.
+    pub fn result_bytes(&self) -> Result<Option<Vec<u8>>> {
         self.wait(None)?;
         let raw = self.raw()?;
         let info = JobInfo::from(&raw);
-        if info.status == JobStatus::Done && !raw.result.is_empty() {
-            return crate::codec::decode::<T>(&raw.result);
+        if info.status == JobStatus::Done {
+            return Ok((!raw.result.is_empty()).then_some(raw.result));
         }
-        let message = if info.status == JobStatus::Done {
-            "it reported no value (is its entrypoint a #[starling::job] function?)".to_string()
-        } else {
-            info.message
-        };
         Err(Error::JobFailed {
             job: self.id,
             status: info.status.to_string(),
-            message,
+            message: info.message,
             cause: raw.error.map(|e| Box::new(e.into())),
         })
     }
@@ -752,4 +848,15 @@ impl Job {
             .call(|mut h| async move { h.cancel_job(pb::JobRef { id }).await })
             .map(|i| JobStatus::parse(&i.status))
     }
+}
+
+/// Whether `program` is an executable file in a directory of `PATH`.
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
 }

@@ -198,6 +198,7 @@ fn job_spec() -> pb::JobSpec {
         payload: Some(pb::Payload {
             kind: Some(pb::payload::Kind::Directory("00ff".into())),
             entrypoint: "./run.sh".into(),
+            command: vec!["python3".into(), "-u".into()],
         }),
         args: vec!["--epochs".into(), "3".into()],
         env: HashMap::from([("K".to_string(), "V".to_string())]),

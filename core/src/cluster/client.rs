@@ -664,18 +664,7 @@ impl Client {
 
     pub fn nodes(&self) -> Vec<NodeInfo> {
         self.status()
-            .map(|s| {
-                s.nodes
-                    .into_iter()
-                    .map(|n| NodeInfo {
-                        id: NodeId(n.id),
-                        address: n.address,
-                        resources: n.total.map(Into::into).unwrap_or_default(),
-                        available: n.available.map(Into::into).unwrap_or_default(),
-                        alive: n.alive,
-                    })
-                    .collect()
-            })
+            .map(|s| s.nodes.into_iter().map(node_info).collect())
             .unwrap_or_default()
     }
 
@@ -1038,5 +1027,16 @@ impl Client {
             }
             None => {}
         }
+    }
+}
+
+/// A node as the head's status reports it.
+pub(crate) fn node_info(n: pb::NodeStatus) -> NodeInfo {
+    NodeInfo {
+        id: NodeId(n.id),
+        address: n.address,
+        resources: n.total.map(Into::into).unwrap_or_default(),
+        available: n.available.map(Into::into).unwrap_or_default(),
+        alive: n.alive,
     }
 }

@@ -100,6 +100,9 @@ pub mod instance_state {
     pub const STOPPED: &str = "STOPPED";
 }
 
+/// The most words a payload's command may have.
+const MAX_COMMAND_WORDS: usize = 64;
+
 /// The longest job name accepted.
 const MAX_NAME_BYTES: usize = 256;
 
@@ -471,10 +474,21 @@ impl Jobs {
                 if !valid_id(d) || !bin_dir.join(d).is_file() {
                     return refuse(format!("payload directory {d} was not uploaded"));
                 }
-                check_entrypoint(&bin_dir.join(d), &payload.entrypoint)
+                check_entrypoint(&bin_dir.join(d), &payload.entrypoint, &payload.command)
                     .map_err(Status::invalid_argument)?;
             }
             None => return refuse("a job needs a payload".into()),
+        }
+        if payload.command.len() > MAX_COMMAND_WORDS
+            || payload
+                .command
+                .iter()
+                .any(|w| w.is_empty() || w.contains('\0'))
+        {
+            return refuse(format!(
+                "a payload's command has at most {MAX_COMMAND_WORDS} words, none empty or with \
+                 a NUL byte"
+            ));
         }
         if spec.instance_timeout_ms == 0 {
             spec.instance_timeout_ms = DEFAULT_INSTANCE_TIMEOUT.as_millis() as u64;
@@ -1251,10 +1265,14 @@ fn failure_message(rec: &JobRec, code: i32, last: Option<String>) -> String {
     m
 }
 
-/// Refuses a directory payload whose entrypoint is missing or not executable.
-fn check_entrypoint(archive: &Path, entrypoint: &str) -> Result<(), String> {
+/// Refuses a directory payload whose entrypoint is missing, or not executable when no
+/// command runs it.
+fn check_entrypoint(archive: &Path, entrypoint: &str, command: &[String]) -> Result<(), String> {
     if entrypoint.is_empty() {
-        return Err("a directory payload needs an entrypoint".into());
+        if command.is_empty() {
+            return Err("a directory payload needs an entrypoint or a command".into());
+        }
+        return Ok(());
     }
     let bytes = std::fs::read(archive).map_err(|e| format!("cannot read the payload: {e}"))?;
     let dir = pb::DirArchive::decode(bytes.as_slice())
@@ -1266,7 +1284,7 @@ fn check_entrypoint(archive: &Path, entrypoint: &str) -> Result<(), String> {
     starling_proto::wire::check_archive_path(want).map_err(|e| format!("entrypoint: {}", e.0))?;
     match dir.files.iter().find(|f| f.path == want) {
         None => Err(format!("entrypoint `{entrypoint}` is not in the directory")),
-        Some(f) if f.mode & 0o111 == 0 => {
+        Some(f) if f.mode & 0o111 == 0 && command.is_empty() => {
             Err(format!("entrypoint `{entrypoint}` is not executable"))
         }
         Some(_) => Ok(()),
@@ -1336,6 +1354,7 @@ mod tests {
             payload: Some(pb::Payload {
                 kind: Some(pb::payload::Kind::Binary(BINARY.into())),
                 entrypoint: String::new(),
+                command: Vec::new(),
             }),
             target_instances: 2,
             ..Default::default()
@@ -1407,6 +1426,7 @@ mod tests {
                     payload: Some(pb::Payload {
                         kind: Some(pb::payload::Kind::Directory(BAD_DIRECTORY.into())),
                         entrypoint: "../run.sh".into(),
+                        command: Vec::new(),
                     }),
                     ..valid()
                 },
@@ -1417,6 +1437,7 @@ mod tests {
                     payload: Some(pb::Payload {
                         kind: Some(pb::payload::Kind::Directory(DIRECTORY.into())),
                         entrypoint: "/bin/sh".into(),
+                        command: Vec::new(),
                     }),
                     ..valid()
                 },
@@ -1427,6 +1448,7 @@ mod tests {
                     payload: Some(pb::Payload {
                         kind: Some(pb::payload::Kind::Binary("../../etc/passwd".into())),
                         entrypoint: String::new(),
+                        command: Vec::new(),
                     }),
                     ..valid()
                 },
@@ -1437,6 +1459,7 @@ mod tests {
                     payload: Some(pb::Payload {
                         kind: Some(pb::payload::Kind::Binary(String::new())),
                         entrypoint: String::new(),
+                        command: Vec::new(),
                     }),
                     ..valid()
                 },
@@ -1510,6 +1533,11 @@ mod tests {
                     entrypoint: rng
                         .pick(&["run.sh", "./run.sh", "", "../run.sh", "/run.sh", "x"])
                         .to_string(),
+                    command: match rng.below(4) {
+                        0 => vec!["python3".into()],
+                        1 => vec![rng.string()],
+                        _ => Vec::new(),
+                    },
                 }),
                 args: (0..rng.below(3)).map(|_| rng.string()).collect(),
                 env: (0..rng.below(3))
