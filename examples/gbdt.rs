@@ -167,6 +167,9 @@ fn main() -> anyhow::Result<()> {
     let model = report.model;
     println!("train_seconds={seconds:.3}");
     println!("workers_used={}", report.workers);
+    if let Some(note) = &report.workers_note {
+        println!("workers_note={note}");
+    }
     println!("trees={}", model.trees.len());
     if let Some(b) = model.best_iteration {
         println!("best_iteration={b}");

@@ -1237,6 +1237,9 @@ pub struct FitReport {
     /// Workers (shards) it trained on: those asked for, or fewer for small data
     /// ([`GbdtEstimator::min_rows_per_worker`]).
     pub workers: usize,
+    /// Why it trained on fewer workers than `num_workers` asked, when it did (also printed on
+    /// stderr when the fit starts).
+    pub workers_note: Option<String>,
 }
 
 impl GbdtEstimator {
@@ -1419,7 +1422,19 @@ impl GbdtEstimator {
         // Data too small to be worth a worker per shard trains on fewer shards (read again;
         // the bins stay those of the first reading, so the trees are the same).
         let mut shard_rows: Vec<u64> = summaries.iter().map(|s| s.rows).collect();
+        let asked = world;
         let world = workers_for(rows, world, self.min_rows_per_worker);
+        let workers_note = (world < asked).then(|| {
+            format!(
+                "training on {world} worker(s), not the {asked} num_workers asks: {rows} rows \
+                 give each worker fewer than min_rows_per_worker ({}), and a level costs every \
+                 worker a task round trip",
+                self.min_rows_per_worker
+            )
+        });
+        if let Some(note) = &workers_note {
+            eprintln!("starling-ml: {note}");
+        }
         if world < raws.len() {
             raws = load(world);
             shard_rows = if world == 1 {
@@ -1625,6 +1640,7 @@ impl GbdtEstimator {
             cuts,
             seconds: began.elapsed().as_secs_f64(),
             workers: world,
+            workers_note,
         })
     }
 }

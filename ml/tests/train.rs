@@ -144,13 +144,22 @@ fn one_two_and_four_workers_grow_the_same_trees_on_the_same_bins() {
         .fit(&data, &COLS, "y")
         .unwrap();
     assert_eq!(collapsed, first.model, "4 workers asked, 1 used");
-    // 3001 rows at 1000 per worker: three shards.
+    // 3001 rows at 1000 per worker: three shards, and the report says why.
     let three = estimator(15, 4, &params)
         .min_rows_per_worker(1000)
         .cuts(cuts)
-        .fit(&data, &COLS, "y")
+        .fit_report(&data, &COLS, "y")
         .unwrap();
-    assert_eq!(three, first.model, "4 workers asked, 3 used");
+    assert_eq!(three.model, first.model, "4 workers asked, 3 used");
+    assert_eq!(three.workers, 3);
+    let note = three
+        .workers_note
+        .expect("fewer workers than asked are explained");
+    assert!(
+        note.contains("3 worker(s), not the 4") && note.contains("min_rows_per_worker (1000)"),
+        "{note}"
+    );
+    assert!(first.workers_note.is_none(), "one worker asked, one used");
 }
 
 #[test]
