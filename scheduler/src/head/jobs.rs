@@ -145,6 +145,8 @@ struct JobRec {
     stderr_panic: bool,
     /// Since when fewer than `min_instances` instances are up (lost ones not replaced yet).
     short_since: Option<Instant>,
+    /// How many instances it started with: lost ones are replaced up to this many.
+    size: usize,
 }
 
 impl JobRec {
@@ -159,6 +161,7 @@ impl JobRec {
             stderr_tail: VecDeque::new(),
             stderr_panic: false,
             short_since: None,
+            size: 0,
         }
     }
 
@@ -538,9 +541,7 @@ impl Jobs {
             .jobs
             .iter()
             .filter(|(_, r)| r.info.status == status::RUNNING && r.ending.is_none())
-            .filter(|(_, r)| {
-                r.up() < r.info.spec.as_ref().map_or(0, |s| s.target_instances) as usize
-            })
+            .filter(|(_, r)| r.up() < r.size)
             .map(|(id, _)| *id)
             .collect();
         for id in running {
@@ -583,12 +584,12 @@ impl Jobs {
     }
 
     /// A running job that lost instances takes free nodes of its pool as new instances, up to
-    /// `target_instances`. Each gets the next instance index; its worker processes start
+    /// the number it started with. Each gets the next instance index; its worker processes start
     /// (the job's driver, its entrypoint, is already connected) and its tasks run there.
     fn replace_lost(&mut self, out: &mut Outbox, core: &mut Core, id: u64) {
         let rec = &self.jobs[&id];
         let spec = rec.info.spec.clone().unwrap_or_default();
-        let want = (spec.target_instances as usize).saturating_sub(rec.up());
+        let want = rec.size.saturating_sub(rec.up());
         let free = self.free_nodes(out, &spec.pool);
         let job = JobId(id);
         for node in free.into_iter().take(want) {
@@ -693,6 +694,7 @@ impl Jobs {
         rec.info.message = String::new();
         rec.info.started_ms = now_ms();
         rec.info.nodes = nodes.iter().map(|n| n.0).collect();
+        rec.size = nodes.len();
         rec.info.instances = nodes
             .iter()
             .enumerate()
@@ -1057,7 +1059,10 @@ impl Jobs {
             let Some(spec) = &r.info.spec else { continue };
             let n = match r.info.status.as_str() {
                 status::PENDING => spec.target_instances as usize,
-                status::RUNNING | status::CANCELLING => r.info.nodes.len(),
+                // A running job keeps its size (a lost instance wants a replacement); an
+                // ending one needs only the nodes it still has.
+                status::RUNNING if r.ending.is_none() => r.size,
+                status::RUNNING | status::CANCELLING => r.up(),
                 _ => 0,
             };
             *demand.entry(spec.pool.as_str()).or_default() += n;
