@@ -548,7 +548,10 @@ fn assert_pool_free(c: &Cluster, nodes: usize, after: &str) {
 
 /// Submits `job_ending DIR END` to pool p on `instances` instances: its id and `DIR`.
 fn submit_ending(c: &Cluster, end: &str, instances: u32, extra: &[&str]) -> (String, PathBuf) {
-    let dir = c.dir.join(format!("marks-{end}"));
+    // A directory of its own per job: a job waits for its own tasks' marks, never another's.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = c.dir.join(format!("marks-{end}-{k}"));
     std::fs::create_dir_all(&dir).expect("create the marks directory");
     let bin = examples_dir().join("job_ending");
     let n = instances.to_string();
