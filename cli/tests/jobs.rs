@@ -733,7 +733,8 @@ fn agent_logs(c: &Cluster, agent: &str) -> Vec<String> {
 
 /// SIGKILL of instance 2's node agent while its task runs: the job goes on, the task runs
 /// again on another instance, a new node joins as instance 3, and the job ends DONE with the
-/// right model and the loss named in its record.
+/// right model and the loss named in its record. With `--max-instance-failures 0` the same
+/// loss fails the job instead.
 #[test]
 fn a_job_survives_losing_a_worker_instance() {
     let mut c = pool_of_three("jobloss");
@@ -806,6 +807,20 @@ fn a_job_survives_losing_a_worker_instance() {
         .unwrap_or(f64::MAX);
     c.check(err < 0.01, &format!("wrong model after the loss:\n{log}"));
     assert_pool_free(&c, 3, "the job");
+
+    // With --max-instance-failures 0, losing instance 1 fails the job instead, naming it.
+    let (id, dir) = submit_ending(&c, "wait", 3, &["--max-instance-failures", "0"]);
+    wait_marks(&c, &dir, 3);
+    let node = instance_node(&c, &id, 1);
+    c.kill_node(&node);
+    let (state, status) = wait_end(&c, &id);
+    c.check(
+        state == "FAILED"
+            && status.contains(&format!("instance 1 (node {node}) lost at"))
+            && status.contains("more than max_instance_failures (0)"),
+        &format!("--max-instance-failures 0 should fail the job:\n{status}"),
+    );
+    assert_pool_free(&c, 2, "the job that lost an instance");
 }
 
 /// Python payloads run as the docs' users expect: a `.py` file with no shebang and no execute
