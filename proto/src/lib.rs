@@ -19,10 +19,11 @@ pub use task::{
     FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskFailure, TaskSpec,
 };
 
-/// Generated protobuf messages and gRPC stubs. Private: other crates reach them through [`pb`].
+/// Generated protobuf messages and gRPC stubs (committed: see `tests/generated.rs`). Private:
+/// other crates reach them through [`pb`].
 #[allow(clippy::all, missing_docs, rust_2018_idioms, unreachable_pub)]
 mod generated {
-    include!(concat!(env!("OUT_DIR"), "/starling.v1.rs"));
+    include!("generated/starling.v1.rs");
 }
 
 /// The cluster protocol's messages and gRPC stubs, for the crates that implement the head, the
