@@ -120,6 +120,9 @@ pub(crate) struct WorkerState {
     /// The first object argument of the last task it was given: a task reading the same
     /// object prefers this worker, whose pages and caches hold it (see `reactor::start`).
     pub warm: Option<ObjectId>,
+    /// Its connection is gone and it waits to be removed (its exit is being reported): it
+    /// is handed nothing more, not even behind its own tasks.
+    pub draining: bool,
 }
 
 /// A scheduling class: tasks with the same resource shape and strategy queue together, so a

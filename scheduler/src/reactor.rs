@@ -78,6 +78,7 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
             class: 0,
             held: ResourceSet::new(),
             blocked: false,
+            draining: false,
             blocked_tasks: 0,
             lent: ResourceSet::new(),
             warm: None,
@@ -271,7 +272,7 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     let Some(w) = core.workers.get_mut(&worker) else {
         return false;
     };
-    if w.job != job || w.class as usize != class || w.tasks.len() >= depth {
+    if w.draining || w.job != job || w.class as usize != class || w.tasks.len() >= depth {
         return false;
     }
     hand_to_busy_worker(core, t, worker, task);
@@ -420,7 +421,9 @@ pub fn on_task_done(
         w.blocked_tasks = 0;
         w.lent = ResourceSet::new();
         node.available.add(&held);
-        node.idle.push((w.job, worker));
+        if !w.draining {
+            node.idle.push((w.job, worker));
+        }
     }
 
     let Some(entry) = core.tasks.get(&task) else {
@@ -522,6 +525,16 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
             let exit = exit.to_string();
             fail_task(core, t, task, FailureKind::WorkerDied { exit });
         }
+    }
+}
+
+/// `worker`'s connection is gone but it is not removed yet (the head waits for its node to say
+/// how it exited, to name that in its tasks' failures): nothing more is handed to it, so no
+/// task is sent where nobody reads it. Its tasks are retried when it is removed.
+pub fn on_worker_draining(core: &mut Core, worker: WorkerId) {
+    if let Some(w) = core.workers.get_mut(&worker) {
+        w.draining = true;
+        core.nodes[w.node].idle.retain(|(_, id)| *id != worker);
     }
 }
 
@@ -755,6 +768,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
         .iter()
         .filter(|(_, w)| {
             w.job == job
+                && !w.draining
                 && !w.tasks.is_empty()
                 && w.class as usize == class
                 && w.tasks.len() < limit(w)

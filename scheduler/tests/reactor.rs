@@ -2044,3 +2044,37 @@ fn a_job_that_ends_cancels_every_task_of_it_and_no_other() {
     assert!(c.dispatch().is_empty());
     assert_eq!(c.core.live_tasks(), 1);
 }
+
+/// A busy worker of a short class with room in its pipeline: T1 runs on W1, and T2 (ready)
+/// and T3 (waiting for T1) are what the pipeline would hand it next.
+fn busy_pipelined_worker(draining: bool) -> Vec<(NodeId, WorkerId, TaskId)> {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.core.set_pipeline_depth(8);
+    c.submit(task(1, vec![]));
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    reactor::on_task_runtime(&mut c.core, TaskId(1), 10);
+    if draining {
+        reactor::on_worker_draining(&mut c.core, WorkerId(1));
+    }
+    // Pipelining happens at submit (behind a producer) and in the scheduling pass.
+    let mut sent = c.submit(task(2, vec![]));
+    sent.extend(c.submit(task(3, vec![arg(1)])));
+    sent.extend(c.schedule());
+    sent.into_iter()
+        .map(|s| match s {
+            Sent::Dispatch(n, w, t) => (n, w, t),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_worker_whose_connection_is_gone_is_handed_nothing_more() {
+    // The control: a live worker is handed both (T3 at its submit, T2 in the pass).
+    let mut live = tasks_of(&busy_pipelined_worker(false));
+    live.sort_unstable();
+    assert_eq!(live, [2, 3]);
+    // A draining one (its session ended, its exit not reported yet) gets neither: what it
+    // would be sent nobody reads.
+    assert_eq!(tasks_of(&busy_pipelined_worker(true)), Vec::<u64>::new());
+}

@@ -580,7 +580,8 @@ impl Head {
                 reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
             } else if st.core.worker_tasks(w) > 0 && st.out.nodes.contains_key(&conn.node) {
                 // Its node tells how it ended (exit code, signal) in a moment; the tasks it ran
-                // are retried or failed with that.
+                // are retried or failed with that. Meanwhile it takes nothing more.
+                reactor::on_worker_draining(&mut st.core, w);
                 st.dying
                     .insert((conn.node, conn.pid), (w, Instant::now(), why));
             } else {
