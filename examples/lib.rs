@@ -8,6 +8,7 @@
 //! - `distributed_training`: a job payload (`starling job submit`): gradient averaging over one
 //!   data shard per instance.
 //! - `job_function`: a `#[starling::job]` function submitted from its own `main`.
+//! - `cluster_flood`: a driver with N queued sleeping tasks (stopped with Ctrl-C by a test).
 //! - `job_ending`: a job payload that ends (exit, panic, a killed task) while its tasks run.
 //! - `gbdt`: gradient-boosted trees on CSV files with `starling-ml` (also a job payload).
 

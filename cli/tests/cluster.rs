@@ -44,6 +44,39 @@ fn big_object_moves_from_node_a_to_node_b() {
     c.assert_running();
 }
 
+/// Ctrl-C on a driver with 10,000 queued tasks: the head drops all of them (none queued, none
+/// running), and another driver's nested graph, which needs workers of its own, completes.
+#[test]
+fn a_driver_that_is_stopped_takes_its_queued_work_with_it() {
+    let mut c = Cluster::start("flood", 1);
+    let out = c.spawn_payload("cluster_flood", &["10000", "1000"]);
+    c.wait_line(&out, "submitted=", "the flood was never submitted");
+    let (_, status, _) = c.status();
+    c.check(
+        !status.contains("queued=0 "),
+        &format!("the flood's tasks should be queued:\n{status}"),
+    );
+    c.interrupt("cluster_flood");
+    let deadline = Instant::now() + STARTUP;
+    loop {
+        let (_, status, _) = c.status();
+        if status.contains("queued=0 running=0") {
+            break;
+        }
+        c.check(
+            Instant::now() < deadline,
+            &format!("the stopped driver's tasks are still at the head:\n{status}"),
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = c.run("cluster_nested", &["256"]);
+    c.check(
+        out.get(&c, "sum") == (0..256u64).sum::<u64>().to_string(),
+        "the nested sum is wrong",
+    );
+    c.assert_running();
+}
+
 #[test]
 fn nested_tasks_sum_up() {
     let c = Cluster::start("nested", 2);

@@ -68,8 +68,9 @@ pub(crate) struct NodeState {
     /// first).
     pub idle: Vec<(JobId, WorkerId)>,
     pub workers: usize,
-    /// Workers asked of the transport and not yet added.
-    pub requested_workers: usize,
+    /// Workers asked of the transport and not yet added, per job (a job that ends takes its
+    /// requests with it, so they never hold back another job's).
+    pub requested_workers: HashMap<JobId, usize>,
     /// Whose tasks the node runs.
     pub usage: NodeUse,
 }

@@ -162,7 +162,7 @@ mod tests {
             alive: true,
             idle: vec![(JobId(0), starling_proto::WorkerId(id))],
             workers: 1,
-            requested_workers: 0,
+            requested_workers: Default::default(),
             usage: Default::default(),
         }
     }

@@ -37,7 +37,7 @@ pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
             alive: true,
             idle: Vec::new(),
             workers: 0,
-            requested_workers: 0,
+            requested_workers: Default::default(),
             usage: NodeUse::Shared,
         });
     }
@@ -67,7 +67,12 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
     };
     let n = &mut core.nodes[i];
     n.workers += 1;
-    n.requested_workers = n.requested_workers.saturating_sub(1);
+    if let Some(r) = n.requested_workers.get_mut(&job) {
+        *r = r.saturating_sub(1);
+        if *r == 0 {
+            n.requested_workers.remove(&job);
+        }
+    }
     n.idle.push((job, worker));
     core.workers.insert(
         worker,
@@ -107,9 +112,11 @@ pub fn on_job_restricted(core: &mut Core, job: JobId, restricted: bool) {
     }
 }
 
-pub fn on_workers_requested(core: &mut Core, node: NodeId, n: usize) {
+/// `n` more workers of `job` were asked of `node` (outside [`schedule`], which asks for its
+/// own): until they are added, a starved class of the job asks for no more there.
+pub fn on_workers_requested(core: &mut Core, node: NodeId, job: JobId, n: usize) {
     if let Some(&i) = core.node_index.get(&node) {
-        core.nodes[i].requested_workers += n;
+        *core.nodes[i].requested_workers.entry(job).or_default() += n;
     }
 }
 
@@ -619,10 +626,11 @@ pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: b
     true
 }
 
-/// `job` has ended (a multi-node job whose entrypoint exited, failed or was cancelled): every
-/// task of it that has not finished is cancelled, so none runs again when its worker process
-/// is stopped, and what the running ones held goes back to their nodes as their workers leave.
-/// Returns how many tasks were cancelled.
+/// `job` has ended (a multi-node job whose entrypoint exited, failed or was cancelled, or a
+/// driver whose session closed): every task of it that has not finished is cancelled, so none
+/// runs again when its worker process is stopped, what the running ones held goes back to
+/// their nodes as their workers leave, and its pending worker requests are dropped. Returns
+/// how many tasks were cancelled.
 pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usize {
     let mut tasks: Vec<TaskId> = core
         .tasks
@@ -635,6 +643,9 @@ pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usiz
     let mut n = 0;
     for task in tasks {
         n += usize::from(on_cancel(core, t, task, true));
+    }
+    for node in &mut core.nodes {
+        node.requested_workers.remove(&job);
     }
     n
 }
@@ -802,10 +813,10 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
         if n.alive
             && n.serves(job, restricted)
             && !idle_for_job
-            && n.requested_workers == 0
+            && !n.requested_workers.contains_key(&job)
             && n.available.contains(need)
         {
-            n.requested_workers += 1;
+            *n.requested_workers.entry(job).or_default() += 1;
             t.request_worker(n.id, job);
             return;
         }

@@ -2078,3 +2078,33 @@ fn a_worker_whose_connection_is_gone_is_handed_nothing_more() {
     // would be sent nobody reads.
     assert_eq!(tasks_of(&busy_pipelined_worker(true)), Vec::<u64>::new());
 }
+
+#[test]
+fn a_job_s_pending_worker_requests_never_hold_back_another_job_and_end_with_it() {
+    let (a, b) = (JobId(1), JobId(2));
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), []);
+    let of = |job: JobId, id: u64| {
+        let mut spec = task(id, vec![]);
+        spec.job = job;
+        spec
+    };
+    // Driver A's workers were asked for at its start and never came (it was killed first).
+    reactor::on_workers_requested(&mut c.core, N1, a, 2);
+    c.submit(of(a, 1));
+    assert!(c.schedule().is_empty(), "A's workers are on their way");
+    // Driver B's task still gets a worker of its own asked for.
+    c.submit(of(b, 2));
+    assert!(
+        c.schedule().contains(&Sent::RequestWorker(N1, b)),
+        "B's class is starved and must ask for a worker"
+    );
+    // A ends: its task is cancelled and its requests dropped.
+    assert_eq!(reactor::on_job_ended(&mut c.core, &mut c.t, a), 1);
+    c.t.take();
+    c.submit(of(a, 3));
+    assert_eq!(
+        c.schedule(),
+        [Sent::RequestWorker(N1, a)],
+        "A's old requests no longer count once it ended"
+    );
+}

@@ -202,6 +202,20 @@ impl Cluster {
         out_path
     }
 
+    /// Sends SIGINT (Ctrl-C) to the process named `name`, waits until it has exited, and
+    /// forgets it (its log stays).
+    pub fn interrupt(&mut self, name: &str) {
+        let Some(i) = self.procs.iter().position(|p| p.name == name) else {
+            self.fail(&format!("no process {name}"))
+        };
+        signal(&self.procs[i].child, "INT");
+        if wait_within(&mut self.procs[i].child, GRACE).is_none() {
+            self.fail(&format!("{name} did not exit on SIGINT"));
+        }
+        // Gone on purpose: not one of the processes that must keep running.
+        self.procs.remove(i);
+    }
+
     /// Waits until the payload named `name` exits; fails unless it succeeds. Returns its
     /// `key=value` lines.
     /// The rest of the first line of a running payload's `stdout` that starts with `prefix`,

@@ -616,7 +616,7 @@ impl Jobs {
             let build = out.jobs.get(&job).map(|j| j.build.clone());
             if let (Some(build), Some(n)) = (build, core.nodes().iter().find(|n| n.id == node)) {
                 let count = (n.total.get("CPU").ceil() as u32).max(1);
-                reactor::on_workers_requested(core, node, count as usize);
+                reactor::on_workers_requested(core, node, job, count as usize);
                 let start = pb::StartWorkers {
                     job: id,
                     build,

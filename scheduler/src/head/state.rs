@@ -520,7 +520,7 @@ impl Head {
                 .map(|n| (n.id, (n.total.get("CPU").ceil() as u32).max(1)))
                 .collect();
             for (node, count) in starts {
-                reactor::on_workers_requested(&mut st.core, node, count as usize);
+                reactor::on_workers_requested(&mut st.core, node, job, count as usize);
                 let start = pb::StartWorkers {
                     job: job.0,
                     build: hello.build.clone(),
@@ -588,6 +588,9 @@ impl Head {
                 reactor::on_worker_removed(&mut st.core, &mut st.out, w, &why);
             }
         } else if st.jobs.nodes_of(conn.job).is_none() {
+            // A driver's job is its session: when it goes (Ctrl-C, a crash, a lost link), its
+            // tasks go with it, queued or running, and so do its pending worker requests.
+            reactor::on_job_ended(&mut st.core, &mut st.out, conn.job);
             st.out.remove_job(conn.job);
             let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
             for n in nodes {
@@ -655,7 +658,7 @@ impl Head {
             Vec::new()
         };
         for (job, build) in jobs {
-            reactor::on_workers_requested(&mut st.core, node, cpus as usize);
+            reactor::on_workers_requested(&mut st.core, node, job, cpus as usize);
             let start = pb::StartWorkers {
                 job: job.0,
                 build,
