@@ -51,11 +51,19 @@ fn a_driver_that_is_stopped_takes_its_queued_work_with_it() {
     let mut c = Cluster::start("flood", 1);
     let out = c.spawn_payload("cluster_flood", &["10000", "1000"]);
     c.wait_line(&out, "submitted=", "the flood was never submitted");
-    let (_, status, _) = c.status();
-    c.check(
-        !status.contains("queued=0 "),
-        &format!("the flood's tasks should be queued:\n{status}"),
-    );
+    // The driver's submissions reach the head in batches, after `remote` returned.
+    let deadline = Instant::now() + STARTUP;
+    loop {
+        let (_, status, _) = c.status();
+        if status.contains("submitted=10000 ") && !status.contains("queued=0 ") {
+            break;
+        }
+        c.check(
+            Instant::now() < deadline,
+            &format!("the flood's tasks never reached the head:\n{status}"),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     c.interrupt("cluster_flood");
     let deadline = Instant::now() + STARTUP;
     loop {
