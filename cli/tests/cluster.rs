@@ -52,31 +52,13 @@ fn a_driver_that_is_stopped_takes_its_queued_work_with_it() {
     let out = c.spawn_payload("cluster_flood", &["10000", "1000"]);
     c.wait_line(&out, "submitted=", "the flood was never submitted");
     // The driver's submissions reach the head in batches, after `remote` returned.
-    let deadline = Instant::now() + STARTUP;
-    loop {
-        let (_, status, _) = c.status();
-        if status.contains("submitted=10000 ") && !status.contains("queued=0 ") {
-            break;
-        }
-        c.check(
-            Instant::now() < deadline,
-            &format!("the flood's tasks never reached the head:\n{status}"),
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    c.wait_status("the flood's tasks never reached the head", |s| {
+        s.contains("submitted=10000 ") && !s.contains("queued=0 ")
+    });
     c.interrupt("cluster_flood");
-    let deadline = Instant::now() + STARTUP;
-    loop {
-        let (_, status, _) = c.status();
-        if status.contains("queued=0 running=0") {
-            break;
-        }
-        c.check(
-            Instant::now() < deadline,
-            &format!("the stopped driver's tasks are still at the head:\n{status}"),
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    c.wait_status("the stopped driver's tasks stayed at the head", |s| {
+        s.contains("queued=0 running=0")
+    });
     let out = c.run("cluster_nested", &["256"]);
     c.check(
         out.get(&c, "sum") == (0..256u64).sum::<u64>().to_string(),

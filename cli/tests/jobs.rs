@@ -532,18 +532,10 @@ fn assert_pool_free(c: &Cluster, nodes: usize, after: &str) {
     );
     // Its objects are freed once its processes' sessions have closed (they are gone already;
     // the head sees their connections drop a moment later).
-    let deadline = Instant::now() + STARTUP;
-    loop {
-        let (_, status, _) = c.status();
-        if status.contains("objects: 0 ") {
-            break;
-        }
-        c.check(
-            Instant::now() < deadline,
-            &format!("after {after}, the ended job's objects are still there:\n{status}"),
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    c.wait_status(
+        &format!("after {after}, the ended job's objects were not freed"),
+        |s| s.contains("objects: 0 "),
+    );
 }
 
 /// Submits `job_ending DIR END` to pool p on `instances` instances: its id and `DIR`.

@@ -365,6 +365,23 @@ impl Cluster {
         ));
     }
 
+    /// Polls `starling status` until `ok` holds for its output, for at most [`STARTUP`];
+    /// fails saying `what` did not happen, with the last output.
+    pub fn wait_status(&self, what: &str, ok: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + STARTUP;
+        loop {
+            let (_, status, _) = self.status();
+            if ok(&status) {
+                return;
+            }
+            self.check(
+                Instant::now() < deadline,
+                &format!("{what} within {STARTUP:?}; last status:\n{status}"),
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Runs `starling status` against this cluster's head.
     pub fn status(&self) -> (ExitStatus, String, String) {
         output_within(
