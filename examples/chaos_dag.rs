@@ -19,8 +19,10 @@
 //! ```
 //!
 //! plus `round <r> done at <ms> ms` progress lines on stdout as rounds complete (milliseconds
-//! since the Unix epoch, so a test can set them against the failures it caused). Connects to
-//! the head in `STARLING_HEAD`, or starts a local cluster.
+//! since the Unix epoch, so a test can set them against the failures it caused), and with
+//! `--hold-round R --hold-file F` a pause in round R for a test to kill the node that holds
+//! its blocks (see [`Hold`]). Connects to the head in `STARLING_HEAD`, or starts a local
+//! cluster.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -68,9 +70,56 @@ fn add(a: u64, b: u64) -> u64 {
     a.wrapping_add(b)
 }
 
+/// Where and how a round is held (`--hold-round R --hold-file F`): its blocks are made on the
+/// highest-numbered node (soft affinity), the driver waits until they all exist, prints
+/// `held round R on node N` and waits for `F` to exist before it submits the rest of the round.
+/// A test that kills node N in between knows the round's blocks are lost and must be remade.
+struct Hold {
+    round: u64,
+    file: std::path::PathBuf,
+}
+
 /// Submits round `r` and returns its sum and the number of tasks submitted.
-fn submit_round(r: u64, width: u64, bytes: u64) -> (ObjectRef<u64>, u64) {
-    let blocks: Vec<ObjectRef<Bytes>> = (0..width).map(|i| block::remote(r, i, bytes)).collect();
+fn submit_round(
+    r: u64,
+    width: u64,
+    bytes: u64,
+    hold: Option<&Hold>,
+) -> anyhow::Result<(ObjectRef<u64>, u64)> {
+    let blocks: Vec<ObjectRef<Bytes>> = match hold.filter(|h| h.round == r) {
+        None => (0..width).map(|i| block::remote(r, i, bytes)).collect(),
+        Some(h) => {
+            let node = starling::nodes()?
+                .into_iter()
+                .filter(|n| n.alive)
+                .map(|n| n.id)
+                .max()
+                .context("no alive node")?;
+            let blocks: Vec<ObjectRef<Bytes>> = (0..width)
+                .map(|i| {
+                    block::options()
+                        .node_affinity(node, true)
+                        .remote(r, i, bytes)
+                })
+                .collect();
+            let (ready, _) = starling::wait(&blocks, blocks.len(), Some(Duration::from_secs(120)))?;
+            ensure!(
+                ready.len() == blocks.len(),
+                "round {r}'s blocks were not made in time"
+            );
+            println!("held round {r} on node {node}");
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while !h.file.exists() {
+                ensure!(
+                    Instant::now() < deadline,
+                    "{} never appeared",
+                    h.file.display()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            blocks
+        }
+    };
     let mut level: Vec<ObjectRef<u64>> = (0..width as usize)
         .map(|i| {
             let m = mix::remote(&blocks[i], &blocks[(i + 1) % width as usize]);
@@ -92,7 +141,7 @@ fn submit_round(r: u64, width: u64, bytes: u64) -> (ObjectRef<u64>, u64) {
         }
         level = next;
     }
-    (level.pop().expect("width >= 1"), tasks)
+    Ok((level.pop().expect("width >= 1"), tasks))
 }
 
 /// Round `r`'s sum, computed here by calling the functions directly.
@@ -124,6 +173,13 @@ fn main() -> anyhow::Result<()> {
     let width = flag(&args, "--width", 50)?.max(1);
     let bytes = flag(&args, "--kib", 128)? * 1024;
     let window = flag(&args, "--window", 4)?.max(1) as usize;
+    let hold = match args.iter().position(|a| a == "--hold-file") {
+        None => None,
+        Some(i) => Some(Hold {
+            round: flag(&args, "--hold-round", 0)?,
+            file: args.get(i + 1).context("--hold-file needs a path")?.into(),
+        }),
+    };
     let _rt = starling_examples::connect()?;
 
     let start = Instant::now();
@@ -133,7 +189,7 @@ fn main() -> anyhow::Result<()> {
     let mut next = 0;
     while sums.len() < rounds as usize {
         while next < rounds && in_flight.len() < window {
-            let (sum, n) = submit_round(next, width, bytes);
+            let (sum, n) = submit_round(next, width, bytes, hold.as_ref())?;
             tasks += n;
             in_flight.push_back((next, sum));
             next += 1;

@@ -31,7 +31,8 @@ pub struct HeadArgs {
     /// IP address to listen on; 0.0.0.0 accepts node agents and drivers from other hosts.
     #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     bind: IpAddr,
-    /// Where the head keeps uploaded binaries [default: $TMPDIR/starling/head-<port>; with
+    /// Where the head keeps uploaded binaries [default: <runtime dir>/head-<port>, the runtime
+    /// dir being $XDG_RUNTIME_DIR/starling or $TMPDIR/starling-<uid>, 0700; with
     /// --port 0, a directory of this process that is removed when the head stops].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
@@ -67,7 +68,7 @@ pub fn run(args: HeadArgs) -> Result<()> {
     let (data_dir, scratch) = match args.data_dir {
         Some(dir) => (dir, false),
         None => {
-            let root = std::env::temp_dir().join("starling");
+            let root = starling_proto::dirs::runtime_root();
             if args.port == 0 {
                 // A fresh port every run: nothing worth keeping for the next head.
                 let dir = root.join(format!("head-0-{}", std::process::id()));
@@ -226,8 +227,8 @@ impl head::Launcher for LocalLauncher {
     fn launch(&self, head: &str, pool: &starling_proto::pb::PoolSpec) -> Result<u32, String> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = self.dir.join(format!("{}-{n}", pool.name));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let log = std::fs::File::create(dir.join("agent.out"))
+        starling_proto::dirs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let log = starling_proto::dirs::create_file(&dir.join("agent.out"))
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let mut cmd = std::process::Command::new(&self.exe);

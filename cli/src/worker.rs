@@ -43,12 +43,13 @@ pub struct WorkerArgs {
     /// T suffixes [default: 30% of physical memory].
     #[arg(long, value_name = "BYTES", value_parser = parse::bytes)]
     store_cap: Option<u64>,
-    /// Where the agent's log and one log per worker process go [default: $TMPDIR/starling/logs].
+    /// Where the agent's log and one log per worker process go [default: <runtime dir>/logs,
+    /// the runtime dir being $XDG_RUNTIME_DIR/starling or $TMPDIR/starling-<uid>, 0700].
     #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
     /// Where job binaries downloaded from the head are cached, one file per build; the 8 most
     /// recently used and those used in the last 10 minutes are kept [default:
-    /// $TMPDIR/starling/bin-cache].
+    /// <runtime dir>/bin-cache].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Seconds to keep trying to reach the head before giving up.

@@ -431,6 +431,45 @@ fn a_lost_node_s_objects_are_made_again_from_lineage() {
     c.wait_alive(2);
 }
 
+/// A node agent that stops answering without closing its connection (SIGSTOP: a hung host, a
+/// partition) is declared lost within the heartbeat timeout, and the object only it held is made
+/// again off it; resumed, it finds itself dropped and joins again as a new node.
+#[test]
+fn a_stopped_node_is_lost_within_the_heartbeat_timeout() {
+    let mut c = Cluster::start_with_head("sigstop", 2, &["--heartbeat-timeout", "3"]);
+    let go = c.dir.join("go");
+    let out = c.spawn_payload(
+        "cluster_lineage",
+        &["--go", go.to_str().expect("utf-8 path")],
+    );
+    let node = c.wait_line(&out, "stored_on=", "the payload never stored its object");
+    let agent = c.agent_of(&node);
+    signal(&c.procs[agent].child, "STOP");
+    let stopped = Instant::now();
+    c.wait_status(&format!("{node} was never declared lost"), |s| {
+        s.contains("nodes: 1 alive")
+    });
+    let took = stopped.elapsed();
+    // The timeout, the head's once-a-second check and a `starling status` poll.
+    c.check(
+        took < Duration::from_secs(6),
+        &format!("{node} was declared lost after {took:?}, with a 3 s heartbeat timeout"),
+    );
+    std::fs::write(&go, b"").expect("write the go file");
+    let p = c.wait_payload("cluster_lineage", &out, PAYLOAD);
+    c.check(
+        p.get(&c, "checksum_ok") == "true",
+        "the object made again has other bytes",
+    );
+    c.check(
+        p.get(&c, "remade_on") != node && p.get(&c, "checked_on") != node,
+        &format!("the object should have been made again off {node}"),
+    );
+    eprintln!("{node} stopped: declared lost after {took:?}");
+    signal(&c.procs[agent].child, "CONT");
+    c.wait_alive(2);
+}
+
 /// A driver survives a head restart: its task in flight fails at once with `HeadLost` (never a
 /// hang), and its next task runs over a new session once the node has rejoined.
 #[test]
@@ -465,9 +504,24 @@ fn a_driver_carries_on_after_its_head_restarts() {
 #[test]
 fn a_dag_stays_exact_while_nodes_and_workers_are_killed() {
     let mut c = Cluster::start("chaos", 2);
+    // Round 20 pauses once its blocks are all on one node: that node is the first one killed,
+    // so objects the DAG needs are certainly lost and must be remade from their lineage.
+    let go = c.dir.join("chaos-go");
+    let go_arg = go.to_str().expect("utf-8 path").to_string();
     let out = c.spawn_payload(
         "chaos_dag",
-        &["--rounds", "101", "--width", "50", "--kib", "128"],
+        &[
+            "--rounds",
+            "101",
+            "--width",
+            "50",
+            "--kib",
+            "128",
+            "--hold-round",
+            "20",
+            "--hold-file",
+            &go_arg,
+        ],
     );
     let unix_ms = || {
         std::time::SystemTime::now()
@@ -504,8 +558,23 @@ fn a_dag_stays_exact_while_nodes_and_workers_are_killed() {
             c.fail("the chaos payload did not finish in time");
         }
         let done = rounds_done(&out).len();
-        // Node kills once rounds 20 and 55 are done: the newest agent dies, a new one joins.
-        if (node_kills == 0 && done >= 20) || (node_kills == 1 && done >= 55) {
+        // The first node kill: the node holding round 20's blocks, while the driver waits.
+        let held = std::fs::read_to_string(&out).ok().and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("held round 20 on node "))
+                .map(str::to_string)
+        });
+        if let (0, Some(node)) = (node_kills, held) {
+            let at = unix_ms();
+            c.kill_node(&node);
+            failures.push((format!("node agent {node} killed (holding round 20)"), at));
+            node_kills += 1;
+            agents_started += 1;
+            c.start_agent(&format!("worker-{agents_started}"));
+            std::fs::write(&go, b"").expect("write the go file");
+        }
+        // The second once round 55 is done: the newest agent dies, a new one joins.
+        if node_kills == 1 && done >= 55 {
             let newest = c
                 .procs
                 .iter()

@@ -48,6 +48,9 @@ pub use options::TaskOptions;
 pub use runtime::exec::is_cancelled;
 pub use runtime::{current, init, init_with, Config, EnterGuard, NodeInfo, Runtime, RuntimeStats};
 pub use starling_macros::{job, remote};
+/// Private per-user directories: where Starling keeps its files on a host (0700, this user's
+/// alone), and helpers for a payload that wants its own files kept the same way.
+pub use starling_proto::dirs;
 pub use starling_proto::{
     JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, WorkerId,
 };

@@ -11,12 +11,13 @@
 //! it ran on another node, or the node restarted) recomputes them from the trees and splits it
 //! is given, so the scratch changes the speed of a fit, never its result.
 //!
-//! Files live in `$STARLING_ML_SCRATCH`, else `/dev/shm`, else the temporary directory, named
-//! `starling-ml-<fit>-<rank>.<kind>`; the driver removes them when the fit ends.
+//! Files live in `$STARLING_ML_SCRATCH`, else this user's private `<shm root>/ml` (see
+//! `starling::dirs`), named `starling-ml-<fit>-<rank>.<kind>` (mode 0600); the driver removes
+//! them when the fit ends.
 
 use std::fs::OpenOptions;
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -26,17 +27,22 @@ use memmap2::{MmapMut, MmapOptions};
 const HEADER: usize = 16;
 const MAGIC: u32 = 0x5354_4d4c; // "STML"
 
-/// The directory scratch files go in.
+/// The directory scratch files go in: this user's shared-memory directory (private: the files
+/// hold training data), or `STARLING_ML_SCRATCH`.
 fn dir() -> PathBuf {
     if let Some(d) = std::env::var_os("STARLING_ML_SCRATCH") {
         return PathBuf::from(d);
     }
-    let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir() {
-        shm
-    } else {
-        std::env::temp_dir()
+    starling::dirs::shm_root().join("ml")
+}
+
+/// [`dir`]: the default created 0700 if missing and checked to be this user's alone; a
+/// directory named by `STARLING_ML_SCRATCH` used as it is (without it, nothing is kept).
+fn private_dir() -> io::Result<PathBuf> {
+    if std::env::var_os("STARLING_ML_SCRATCH").is_some() {
+        return Ok(dir());
     }
+    starling::dirs::ensure_dir(&dir()).map_err(io::Error::other)
 }
 
 /// Rows grouped by tree node.
@@ -121,11 +127,15 @@ impl Scratch {
                 }
             }
         }
+        if create {
+            private_dir()?;
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(create)
             .truncate(false)
+            .mode(0o600)
             .open(&path)?;
         let meta = file.metadata()?;
         if meta.len() != size {
@@ -252,8 +262,11 @@ fn driver_marker(fit: u64) -> PathBuf {
 /// (the marker holds this process's id), after removing what the fits of drivers that died
 /// on this host left in the directory.
 pub fn mark_driver(fit: u64) -> io::Result<()> {
-    sweep_dead_drivers(&dir());
-    std::fs::write(driver_marker(fit), std::process::id().to_string())
+    sweep_dead_drivers(&private_dir()?);
+    starling::dirs::write_file(
+        &driver_marker(fit),
+        std::process::id().to_string().as_bytes(),
+    )
 }
 
 /// Removes the files of fits whose marker names a process that no longer runs (a driver that

@@ -9,8 +9,9 @@
 //!
 //! Needs a Python that can import xgboost: the one named by `STARLING_XGBOOST_PYTHON`
 //! (`tests/setup_xgboost.sh` makes one), else `python3` if it can. Without one the test
-//! writes why it is skipped to stderr (past the test harness's capture) and returns; a
-//! `STARLING_XGBOOST_PYTHON` that cannot import xgboost fails the test.
+//! writes why it is skipped to stderr (past the test harness's capture) and returns, unless
+//! `STARLING_REQUIRE_XGBOOST=1` (CI sets it), which makes it fail; a `STARLING_XGBOOST_PYTHON`
+//! that cannot import xgboost fails the test.
 
 use std::fs::File;
 use std::io::Write;
@@ -122,6 +123,13 @@ fn find_python(scratch: &Scratch) -> Option<(String, String)> {
     }
     match xgboost_version(scratch, "python3") {
         Ok(v) => Some(("python3".to_string(), v)),
+        // Where a Python with xgboost was meant to be provided (CI), its absence is a failure.
+        Err(e) if std::env::var_os("STARLING_REQUIRE_XGBOOST").is_some_and(|v| v == "1") => {
+            panic!(
+                "STARLING_REQUIRE_XGBOOST=1, but there is no Python with xgboost: \
+                 STARLING_XGBOOST_PYTHON is unset and python3 {e}"
+            )
+        }
         Err(e) => {
             note(&format!(
                 "skipped: no Python with xgboost (set STARLING_XGBOOST_PYTHON); tried \

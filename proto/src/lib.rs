@@ -5,6 +5,7 @@
 //! and from their protobuf form through `From` impls (see [`wire`]). The head and node agents
 //! move task arguments and results as opaque bytes: nothing here knows a user type.
 
+pub mod dirs;
 #[doc(hidden)]
 pub mod fuzz;
 mod ids;
@@ -35,15 +36,70 @@ pub mod pb {
 /// The protocol version spoken by this build; peers with another version are refused.
 pub const PROTOCOL_VERSION: u32 = 2;
 
-/// The content id of a binary: 128 bits of two independent 64-bit FNV-1a hashes, in hex.
+/// The content id of a binary: the SHA-256 of its bytes, in lowercase hex (64 characters).
 pub fn build_id_of(data: &[u8]) -> String {
-    let mut a: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut b: u64 = 0x6c62_272e_07bb_0142;
-    for &x in data {
-        a = (a ^ u64::from(x)).wrapping_mul(0x0000_0100_0000_01b3);
-        b = (b ^ u64::from(x))
-            .wrapping_mul(0x0000_0100_0000_01b3)
-            .rotate_left(7);
+    let mut h = BuildHasher::new();
+    h.update(data);
+    h.finish()
+}
+
+/// A build id computed a piece at a time, as an upload or a download streams in.
+pub struct BuildHasher(ring::digest::Context);
+
+impl std::fmt::Debug for BuildHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BuildHasher")
     }
-    format!("{a:016x}{b:016x}")
+}
+
+impl Default for BuildHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BuildHasher {
+    /// A hasher of nothing yet.
+    pub fn new() -> Self {
+        BuildHasher(ring::digest::Context::new(&ring::digest::SHA256))
+    }
+
+    /// Adds the next bytes.
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    /// The build id of everything added.
+    pub fn finish(self) -> String {
+        self.0
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// Whether `build` has the form of a build id (64 lowercase hex digits), so it is also a safe
+/// file name.
+pub fn is_build_id(build: &str) -> bool {
+    build.len() == 64
+        && build
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The build id of the file at `path`, read in 1 MiB pieces.
+pub fn build_id_of_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = BuildHasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(h.finish());
+        }
+        h.update(&buf[..n]);
+    }
 }

@@ -135,7 +135,7 @@ impl Token {
                 .map_err(|e| io(&path, e))?;
             return Self::read_file(&path);
         }
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        crate::dirs::create_dir(dir).map_err(|e| io(dir, e))?;
         let token = Token::generate().map_err(|e| io(Path::new("/dev/urandom"), e))?;
         let tmp = dir.join(format!(".{TOKEN_FILE}.{}", std::process::id()));
         let mut f = std::fs::OpenOptions::new()
@@ -214,6 +214,13 @@ pub const STREAM_WINDOW: u32 = 4 << 20;
 /// HTTP/2 flow-control window per connection (all streams together).
 pub const CONNECTION_WINDOW: u32 = 16 << 20;
 
+/// How often every client and server of the cluster pings an HTTP/2 connection.
+pub const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a ping may go unanswered before its connection is declared dead: generous, so a
+/// loaded host does not lose live connections; a dead peer is gone within 15 s at most.
+pub const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A server's incoming connections from `listener`, with Nagle's algorithm off.
 ///
 /// `Server::tcp_nodelay` only reaches the listeners a server opens itself; without this, a
@@ -276,8 +283,10 @@ impl Credentials {
         }
     }
 
-    /// An endpoint for `addr`, with TLS when there is a CA, and HTTP/2 flow-control windows of
-    /// [`STREAM_WINDOW`] and [`CONNECTION_WINDOW`].
+    /// An endpoint for `addr`, with TLS when there is a CA, HTTP/2 flow-control windows of
+    /// [`STREAM_WINDOW`] and [`CONNECTION_WINDOW`], and keepalive pings every
+    /// [`KEEPALIVE_INTERVAL`] that fail the connection when unanswered for
+    /// [`KEEPALIVE_TIMEOUT`].
     pub fn endpoint(&self, addr: &str) -> Result<Endpoint, SecurityError> {
         let bad = |why: String| SecurityError::BadAddress {
             addr: addr.to_string(),
@@ -287,7 +296,12 @@ impl Credentials {
         let endpoint = Endpoint::from_shared(uri.clone())
             .map_err(|e| bad(e.to_string()))?
             .initial_stream_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW);
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            // A peer that vanished without closing the connection (stopped, partitioned) is
+            // noticed: the connection fails and every call on it with it.
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true);
         let parsed: tonic::transport::Uri = uri.parse().map_err(|e| bad(format!("{e}")))?;
         if parsed.host().is_none() {
             return Err(bad("no host".into()));

@@ -354,6 +354,7 @@ fn every_network_message_decodes_or_errs() {
             pb::Chunk {
                 data: vec![1; 40],
                 total: 40,
+                build: String::new(),
             }
             .encode_to_vec(),
         ),

@@ -158,6 +158,7 @@ impl pb::head_server::Head for FakeHead {
                 Ok(pb::Chunk {
                     data: c.to_vec(),
                     total: if i == 0 { total } else { 0 },
+                    build: String::new(),
                 })
             })
             .collect();
@@ -544,7 +545,7 @@ async fn shutdown_and_drop_leave_no_process() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downloads_the_binary_by_build() -> Result<()> {
     let tmp = TempDir::new("binary")?;
-    let build = "0123abcd".to_string();
+    let build = starling_proto::build_id_of(WORKER.as_bytes());
     let binaries = HashMap::from([(build.clone(), WORKER.as_bytes().to_vec())]);
     let mut head = Head::start(None, binaries).await?;
     let agent = start(config(&head, &tmp.0, None)).await?;
@@ -552,7 +553,7 @@ async fn downloads_the_binary_by_build() -> Result<()> {
     // An unknown build fails quietly (logged); the known one runs, twice from one download.
     head.send(HeadKind::StartWorkers(pb::StartWorkers {
         job: 8,
-        build: "ffff".into(),
+        build: "f".repeat(64),
         count: 1,
     }));
     for _ in 0..2 {
@@ -571,7 +572,7 @@ async fn downloads_the_binary_by_build() -> Result<()> {
     assert_eq!(std::fs::read(&cached)?, WORKER.as_bytes());
     assert_eq!(
         std::fs::metadata(&cached)?.permissions().mode() & 0o777,
-        0o755
+        0o700
     );
     assert!(worker_pids(&logs, 8)?.is_empty());
     eventually("the failed download in the agent log", || {
@@ -579,6 +580,65 @@ async fn downloads_the_binary_by_build() -> Result<()> {
         Ok(log.contains("J8: cannot start 1 worker(s)").then_some(()))
     })
     .await?;
+    head.send(HeadKind::StopJob(9));
+    for pid in pids {
+        head.expect_exit(pid).await?;
+    }
+    agent.shutdown().await;
+    Ok(())
+}
+
+/// A binary is run only if its bytes are the build they are named for: a file planted in the
+/// cache under a build's name is removed and the real build downloaded, and bytes the head
+/// sends under the wrong name are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_binary_is_never_run() -> Result<()> {
+    let tmp = TempDir::new("tampered")?;
+    let build = starling_proto::build_id_of(WORKER.as_bytes());
+    let planted = tmp.0.join("planted-ran");
+    let forged_ran = tmp.0.join("forged-ran");
+    let forged =
+        |marker: &Path| format!("#!/bin/sh\ntouch {}\nexec sleep 1000\n", marker.display());
+    // The head serves a forged file under the name of other bytes.
+    let forged_build = starling_proto::build_id_of(b"what the driver uploaded");
+    let binaries = HashMap::from([
+        (build.clone(), WORKER.as_bytes().to_vec()),
+        (forged_build.clone(), forged(&forged_ran).into_bytes()),
+    ]);
+    let mut head = Head::start(None, binaries).await?;
+    let cache = tmp.0.join("cache");
+    starling_proto::dirs::ensure_dir(&cache)?;
+    write_script(&cache, &build, &forged(&planted))?;
+    let agent = start(config(&head, &tmp.0, None)).await?;
+    let logs = tmp.0.join("logs");
+    head.send(HeadKind::StartWorkers(pb::StartWorkers {
+        job: 9,
+        build: build.clone(),
+        count: 1,
+    }));
+    head.send(HeadKind::StartWorkers(pb::StartWorkers {
+        job: 8,
+        build: forged_build.clone(),
+        count: 1,
+    }));
+    let pids = eventually("a worker of the real build", || {
+        let p = worker_pids(&logs, 9)?;
+        Ok((p.len() == 1).then_some(p))
+    })
+    .await?;
+    let log = eventually("both refusals in the agent log", || {
+        let log = std::fs::read_to_string(logs.join("agent-N7.log"))?;
+        Ok((log.contains(&format!("refused cached build {build}"))
+            && log.contains("J8: cannot start 1 worker(s)"))
+        .then_some(log))
+    })
+    .await?;
+    assert!(log.contains("whose build id is"), "{log}");
+    assert_eq!(std::fs::read(cache.join(&build))?, WORKER.as_bytes());
+    assert!(!cache.join(&forged_build).exists());
+    assert!(!planted.exists(), "the planted file ran");
+    assert!(!forged_ran.exists(), "the forged download ran");
+    assert!(worker_pids(&logs, 8)?.is_empty());
     head.send(HeadKind::StopJob(9));
     for pid in pids {
         head.expect_exit(pid).await?;

@@ -70,6 +70,11 @@ pub struct Cluster {
     pub worker_args: Vec<String>,
     /// The head first, then the agents.
     pub procs: Vec<Proc>,
+    /// For a cluster on default directories ([`start_private`](Self::start_private)): the
+    /// `TMPDIR` of all its processes, so their runtime directory is the test's own.
+    pub tmpdir: Option<PathBuf>,
+    /// Extra flags of the head (a `--heartbeat-timeout` here replaces the harness's 30 s).
+    pub head_args: Vec<String>,
 }
 
 /// A payload's `key=value` lines.
@@ -98,6 +103,38 @@ impl Cluster {
     /// [`start`](Self::start) with extra agent flags, and with TLS if `tls` (the test
     /// certificates under `tests/certs`).
     pub fn start_with(name: &str, workers: usize, worker_args: &[&str], tls: bool) -> Cluster {
+        Cluster::start_in(name, workers, worker_args, &[], tls, false)
+    }
+
+    /// [`start`](Self::start) with extra head flags.
+    pub fn start_with_head(name: &str, workers: usize, head_args: &[&str]) -> Cluster {
+        Cluster::start_in(name, workers, &[], head_args, false, false)
+    }
+
+    /// A cluster whose head and agents keep everything in their default directories: under
+    /// the runtime directory of a `TMPDIR` of the test's own (the shared-memory store under
+    /// this user's `/dev/shm/starling-<uid>`), with a head data directory of its process.
+    pub fn start_private(name: &str, workers: usize, worker_args: &[&str]) -> Cluster {
+        Cluster::start_in(name, workers, worker_args, &[], false, true)
+    }
+
+    /// The runtime directory of a [`start_private`](Self::start_private) cluster.
+    pub fn runtime_dir(&self) -> PathBuf {
+        let tmp = self
+            .tmpdir
+            .as_ref()
+            .expect("a cluster on default directories");
+        tmp.join(format!("starling-{}", starling_proto::dirs::euid()))
+    }
+
+    fn start_in(
+        name: &str,
+        workers: usize,
+        worker_args: &[&str],
+        head_args: &[&str],
+        tls: bool,
+        defaults: bool,
+    ) -> Cluster {
         // Build the payloads first: a build failure is not a cluster failure.
         examples_dir();
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -112,6 +149,7 @@ impl Cluster {
         std::fs::create_dir_all(&dir).expect("create the test directory");
         let data_dir = dir.join("head-data");
         let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
+        let tmpdir = defaults.then(|| dir.join("tmp"));
         let mut c = Cluster {
             dir,
             head: String::new(),
@@ -119,10 +157,22 @@ impl Cluster {
             tls_ca: tls.then(|| certs.join("ca.pem")),
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
             procs: Vec::new(),
+            tmpdir,
+            head_args: head_args.iter().map(|a| a.to_string()).collect(),
         };
         let head_out = c.dir.join("head.stdout");
         let mut cmd = c.head_command(&data_dir, 0);
+        if let Some(tmp) = &c.tmpdir {
+            std::fs::create_dir_all(tmp).expect("create the test's TMPDIR");
+            // No --data-dir: the default, a directory of the head's process.
+            cmd = Command::new(STARLING);
+            cmd.args(["head", "--port", "0", "--heartbeat-timeout", "30"]);
+        }
         c.spawn("head", &mut cmd, Some(&head_out));
+        if c.tmpdir.is_some() {
+            let pid = c.procs[0].child.id();
+            c.token_file = c.runtime_dir().join(format!("head-0-{pid}")).join("token");
+        }
         c.head = c.read_head_address(&head_out);
         for i in 1..=workers {
             c.start_agent(&format!("worker-{i}"));
@@ -136,22 +186,31 @@ impl Cluster {
     pub fn start_agent(&mut self, name: &str) {
         let node_dir = self.dir.join(name);
         let mut cmd = self.command(&["worker", "--head", &self.head, "--num-cpus", "2"]);
-        cmd.arg("--log-dir")
-            .arg(&node_dir)
-            .arg("--cache-dir")
-            .arg(node_dir.join("bin-cache"))
-            .args(&self.worker_args);
+        if self.tmpdir.is_none() {
+            cmd.arg("--log-dir")
+                .arg(&node_dir)
+                .arg("--cache-dir")
+                .arg(node_dir.join("bin-cache"));
+        }
+        cmd.args(&self.worker_args);
         self.spawn(name, &mut cmd, None);
+    }
+
+    /// The index in `procs` of the agent that joined as `node` (`N2`).
+    pub fn agent_of(&self, node: &str) -> usize {
+        let joined = format!("node {node} joined");
+        self.procs
+            .iter()
+            .position(|p| {
+                p.name != "head"
+                    && std::fs::read_to_string(&p.log).is_ok_and(|l| l.contains(&joined))
+            })
+            .unwrap_or_else(|| self.fail(&format!("no agent joined as {node}")))
     }
 
     /// SIGKILLs the agent that joined as `node` (`N2`) and forgets it (its log stays).
     pub fn kill_node(&mut self, node: &str) {
-        let joined = format!("node {node} joined");
-        let Some(i) = self.procs.iter().position(|p| {
-            p.name != "head" && std::fs::read_to_string(&p.log).is_ok_and(|l| l.contains(&joined))
-        }) else {
-            self.fail(&format!("no agent joined as {node}"))
-        };
+        let i = self.agent_of(node);
         let mut p = self.procs.remove(i);
         let _ = p.child.kill();
         let _ = p.child.wait();
@@ -261,9 +320,11 @@ impl Cluster {
         let mut cmd = Command::new(STARLING);
         // Killed agents are noticed at once (their connection drops); a generous heartbeat
         // timeout keeps a loaded test machine from losing live nodes.
-        cmd.args(["head", "--port", &port.to_string()])
-            .args(["--heartbeat-timeout", "30", "--data-dir"])
-            .arg(data_dir);
+        cmd.args(["head", "--port", &port.to_string()]);
+        if !self.head_args.iter().any(|a| a == "--heartbeat-timeout") {
+            cmd.args(["--heartbeat-timeout", "30"]);
+        }
+        cmd.arg("--data-dir").arg(data_dir).args(&self.head_args);
         if self.tls_ca.is_some() {
             let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
             cmd.arg("--tls-cert")
@@ -285,6 +346,9 @@ impl Cluster {
             cmd.arg("--tls-ca").arg(ca);
         }
         cmd.args(&args[1..]).env_remove("STARLING_TOKEN");
+        if let Some(tmp) = &self.tmpdir {
+            cmd.env("TMPDIR", tmp);
+        }
         cmd
     }
 
@@ -308,6 +372,9 @@ impl Cluster {
         // The test's own environment must not leak in; a head the caller set is kept.
         if !cmd.get_envs().any(|(k, _)| k == "STARLING_HEAD") {
             cmd.env_remove("STARLING_HEAD");
+        }
+        if let Some(tmp) = &self.tmpdir {
+            cmd.env("TMPDIR", tmp);
         }
         let child = cmd
             .env_remove("STARLING_WORKER_HEAD")
@@ -415,6 +482,9 @@ impl Cluster {
             .env("STARLING_TOKEN", self.token());
         if let Some(ca) = &self.tls_ca {
             cmd.env("STARLING_TLS_CA", ca);
+        }
+        if let Some(tmp) = &self.tmpdir {
+            cmd.env("TMPDIR", tmp);
         }
         let mut child = cmd
             .env_remove("STARLING_WORKER_HEAD")

@@ -868,17 +868,23 @@ async fn upload_binary(addr: &str, creds: &Credentials, timeout: Duration) -> Re
     Ok(reply.into_inner().build)
 }
 
-/// `data` as the chunks of a `PutBinary` upload: 1 MiB each, the total size in the first (one
-/// empty chunk for empty data).
+/// `data` as the chunks of a `PutBinary` upload: 1 MiB each, the total size and the build id
+/// (which the head checks) in the first (one empty chunk for empty data).
 pub(crate) fn upload_chunks(data: &[u8]) -> Vec<pb::Chunk> {
+    let build = starling_proto::build_id_of(data);
     if data.is_empty() {
-        return vec![pb::Chunk::default()];
+        return vec![pb::Chunk {
+            build,
+            ..pb::Chunk::default()
+        }];
     }
+    let mut build = Some(build);
     data.chunks(1 << 20)
         .enumerate()
         .map(|(i, c)| pb::Chunk {
             data: c.to_vec(),
             total: if i == 0 { data.len() as u64 } else { 0 },
+            build: build.take().unwrap_or_default(),
         })
         .collect()
 }

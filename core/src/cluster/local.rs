@@ -54,7 +54,9 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
-    let root = std::env::temp_dir().join("starling");
+    // This user's private runtime directory (0700; refused if another user could get in).
+    let root = starling_proto::dirs::ensure_dir(&starling_proto::dirs::runtime_root())
+        .map_err(|e| Error::Startup(e.to_string()))?;
     sweep_stale(&root);
     let data = root.join(format!("local-{unique}"));
     let exe = std::env::current_exe()
@@ -112,7 +114,7 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
 /// Removes the directories of local clusters whose process is gone (a driver that exited without
 /// `shutdown` leaves its store behind; the next one cleans up).
 fn sweep_stale(root: &Path) {
-    let dirs = [root.to_path_buf(), PathBuf::from("/dev/shm/starling")];
+    let dirs = [root.to_path_buf(), starling_proto::dirs::shm_root()];
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;

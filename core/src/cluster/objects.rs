@@ -29,7 +29,7 @@ impl LocalStore {
     pub fn write(&self, id: ObjectId, bytes: &[u8]) -> std::io::Result<pb::ObjectLocation> {
         let path = self.path(id);
         let tmp = self.dir.join(format!(".{}.tmp", id.0));
-        std::fs::write(&tmp, bytes)?;
+        starling_proto::dirs::write_file(&tmp, bytes)?;
         std::fs::rename(&tmp, &path)?;
         Ok(pb::ObjectLocation {
             node: self.node,
@@ -75,10 +75,12 @@ pub(crate) async fn fetch(
         let channel = super::client::connect_channel(creds, head, Duration::from_secs(10))
             .await
             .map_err(|e| lost(e.to_string()))?;
-        pb::head_client::HeadClient::new(channel)
-            .max_decoding_message_size(usize::MAX)
-            .fetch(request)
+        let mut client =
+            pb::head_client::HeadClient::new(channel).max_decoding_message_size(usize::MAX);
+        let call = client.fetch(request);
+        tokio::time::timeout(FETCH_STALL, call)
             .await
+            .map_err(|_| lost(format!("the head did not answer within {FETCH_STALL:?}")))?
             .map_err(|e| lost(e.message().into()))?
     } else {
         // Node object services speak plain HTTP/2 unless their address says otherwise.
@@ -90,20 +92,44 @@ pub(crate) async fn fetch(
         let channel = super::client::connect_channel(creds, &address, Duration::from_secs(2))
             .await
             .map_err(|e| lost(format!("{}: {e}", location.address)))?;
-        pb::object_service_client::ObjectServiceClient::new(channel)
-            .max_decoding_message_size(usize::MAX)
-            .fetch(request)
+        let mut client = pb::object_service_client::ObjectServiceClient::new(channel)
+            .max_decoding_message_size(usize::MAX);
+        let call = client.fetch(request);
+        tokio::time::timeout(FETCH_STALL, call)
             .await
+            .map_err(|_| {
+                lost(format!(
+                    "{} did not answer within {FETCH_STALL:?}",
+                    location.address
+                ))
+            })?
             .map_err(|e| lost(e.message().into()))?
     }
     .into_inner();
     let mut data = Vec::with_capacity(location.size as usize);
-    while let Some(chunk) = chunks
-        .message()
-        .await
-        .map_err(|e| lost(e.message().into()))?
-    {
+    let (mut total, mut first) = (None, true);
+    loop {
+        // A holder that stops sending (stopped, partitioned) fails the fetch, which the
+        // caller reports or retries, instead of hanging it.
+        let next = tokio::time::timeout(FETCH_STALL, chunks.message())
+            .await
+            .map_err(|_| lost(format!("no data for {FETCH_STALL:?}")))?
+            .map_err(|e| lost(e.message().into()))?;
+        let Some(chunk) = next else { break };
+        if std::mem::take(&mut first) {
+            total = Some(chunk.total);
+        }
         data.extend_from_slice(&chunk.data);
+    }
+    let expected = total.filter(|t| *t != 0).unwrap_or(location.size);
+    if expected != 0 && data.len() as u64 != expected {
+        return Err(lost(format!(
+            "received {} bytes of an object of {expected}",
+            data.len()
+        )));
     }
     Ok(Blob::new(data))
 }
+
+/// The longest a fetch waits for the next piece of an object before it fails.
+pub(crate) const FETCH_STALL: Duration = Duration::from_secs(30);

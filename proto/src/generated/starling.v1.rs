@@ -505,6 +505,10 @@ pub struct Chunk {
     /// Total size, in the first chunk.
     #[prost(uint64, tag = "2")]
     pub total: u64,
+    /// In the first chunk of an upload: the build id (SHA-256, hex) the sender computed over
+    /// all the data, which the receiver checks before keeping it.
+    #[prost(string, tag = "3")]
+    pub build: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct BinaryRef {

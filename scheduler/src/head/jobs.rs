@@ -212,7 +212,7 @@ fn now_ms() -> u64 {
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
+    starling_proto::dirs::write_file(&tmp, bytes)?;
     std::fs::rename(tmp, path)
 }
 
@@ -225,8 +225,9 @@ impl Jobs {
     pub fn load(data_dir: &Path) -> std::io::Result<(Jobs, u64)> {
         let dir = data_dir.join("jobs");
         let pool_dir = data_dir.join("pools");
-        std::fs::create_dir_all(&dir)?;
-        std::fs::create_dir_all(&pool_dir)?;
+        for d in [&dir, &pool_dir] {
+            starling_proto::dirs::ensure_dir(d).map_err(std::io::Error::other)?;
+        }
         let mut jobs = Jobs {
             dir,
             pool_dir,
@@ -286,7 +287,7 @@ impl Jobs {
             return;
         };
         let dir = self.job_dir(id);
-        let _ = std::fs::create_dir_all(&dir);
+        let _ = starling_proto::dirs::create_dir(&dir);
         // Losing the table is worse than a failed write; a failed write is retried on the
         // job's next change.
         let _ = write_atomic(&dir.join("job.pb"), &rec.info.encode_to_vec());
@@ -1299,13 +1300,9 @@ fn check_entrypoint(archive: &Path, entrypoint: &str, command: &[String]) -> Res
 /// Appends log bytes; best effort (a full disk must not stop the head).
 pub(crate) fn append_log(path: &Path, data: &[u8]) {
     if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = starling_proto::dirs::create_dir(dir);
     }
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
+    if let Ok(mut f) = starling_proto::dirs::append_file(path) {
         let _ = f.write_all(data);
     }
 }

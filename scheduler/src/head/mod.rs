@@ -118,6 +118,9 @@ pub enum HeadError {
         /// Why.
         source: std::io::Error,
     },
+    /// The data directory, or one inside it, is not private to this user.
+    #[error(transparent)]
+    UnsafeDataDir(#[from] starling_proto::dirs::DirError),
 }
 
 /// A running head. Dropping it stops the server.
@@ -182,11 +185,10 @@ impl Drop for HeadHandle {
 
 /// Starts a head on the current tokio runtime and returns once it listens.
 pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
-    let bin_dir = config.data_dir.join("binaries");
-    std::fs::create_dir_all(&bin_dir).map_err(|source| HeadError::DataDir {
-        path: bin_dir.clone(),
-        source,
-    })?;
+    // The data dir holds the token, job environments and results: this user's alone (0700,
+    // refused if another user could read or plant files in it).
+    starling_proto::dirs::ensure_dir(&config.data_dir)?;
+    let bin_dir = starling_proto::dirs::ensure_dir(&config.data_dir.join("binaries"))?;
     let listener = TcpListener::bind(config.bind)
         .await
         .map_err(|source| HeadError::Bind {
@@ -233,7 +235,11 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     let mut builder = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .initial_stream_window_size(starling_proto::security::STREAM_WINDOW)
-        .initial_connection_window_size(starling_proto::security::CONNECTION_WINDOW);
+        .initial_connection_window_size(starling_proto::security::CONNECTION_WINDOW)
+        // A client that vanished without closing (its host stopped or cut off) is noticed:
+        // its session ends and what it held is released.
+        .http2_keepalive_interval(Some(starling_proto::security::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(starling_proto::security::KEEPALIVE_TIMEOUT));
     if let Some(tls) = &config.tls {
         builder = builder
             .tls_config(tls.config())

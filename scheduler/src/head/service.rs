@@ -1,6 +1,7 @@
 //! The head's gRPC service: translate messages, forward to [`super::state::Head`], stream replies.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,6 +107,7 @@ fn stream_file(path: std::path::PathBuf) -> BoxStream<pb::Chunk> {
                     let chunk = pb::Chunk {
                         data: buf,
                         total: if first { total } else { 0 },
+                        build: String::new(),
                     };
                     first = false;
                     if tx.send(Ok(chunk)).await.is_err() {
@@ -119,19 +121,67 @@ fn stream_file(path: std::path::PathBuf) -> BoxStream<pb::Chunk> {
             }
         }
         if first {
-            let _ = tx
-                .send(Ok(pb::Chunk {
-                    data: Vec::new(),
-                    total: 0,
-                }))
-                .await;
+            let _ = tx.send(Ok(pb::Chunk::default())).await;
         }
     });
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
+/// The largest binary or payload archive the head accepts.
+pub const MAX_UPLOAD_BYTES: u64 = 4 << 30;
+
+/// Streams an upload into `tmp` while hashing it, checks its size and the build id the sender
+/// claimed, and moves it to `bin_dir/<build>`. Returns the build id.
+async fn receive_binary(
+    incoming: &mut Streaming<pb::Chunk>,
+    tmp: &std::path::Path,
+    bin_dir: &std::path::Path,
+) -> Result<String, Status> {
+    use tokio::io::AsyncWriteExt;
+    let io = |e: std::io::Error| Status::internal(format!("storing binary: {e}"));
+    let file = starling_proto::dirs::create_file(tmp).map_err(io)?;
+    let mut file = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));
+    let mut hasher = starling_proto::BuildHasher::new();
+    let (mut claimed, mut total, mut received, mut first) = (String::new(), 0u64, 0u64, true);
+    while let Some(chunk) = incoming.message().await? {
+        if first {
+            (claimed, total, first) = (chunk.build, chunk.total, false);
+            if total > MAX_UPLOAD_BYTES {
+                return Err(Status::resource_exhausted(format!(
+                    "a binary of {total} bytes is over the limit of {MAX_UPLOAD_BYTES}"
+                )));
+            }
+        }
+        received += chunk.data.len() as u64;
+        if received > MAX_UPLOAD_BYTES {
+            return Err(Status::resource_exhausted(format!(
+                "the upload passed the limit of {MAX_UPLOAD_BYTES} bytes"
+            )));
+        }
+        hasher.update(&chunk.data);
+        file.write_all(&chunk.data).await.map_err(io)?;
+    }
+    if received != total {
+        return Err(Status::data_loss(format!(
+            "the upload ended after {received} of {total} bytes"
+        )));
+    }
+    let build = hasher.finish();
+    if claimed != build {
+        return Err(Status::data_loss(format!(
+            "the upload's bytes have build id {build}, not the {claimed:?} it was sent as"
+        )));
+    }
+    file.flush().await.map_err(io)?;
+    file.into_inner().sync_all().await.map_err(io)?;
+    tokio::fs::rename(tmp, bin_dir.join(&build))
+        .await
+        .map_err(io)?;
+    Ok(build)
+}
+
 fn valid_build(build: &str) -> Result<(), Status> {
-    if build.is_empty() || build.len() > 64 || !build.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !starling_proto::is_build_id(build) {
         return Err(Status::invalid_argument(format!(
             "`{build}` is not a build id"
         )));
@@ -229,23 +279,18 @@ impl pb::head_server::Head for HeadService {
         request: Request<Streaming<pb::Chunk>>,
     ) -> Result<Response<pb::BinaryRef>, Status> {
         let mut incoming = request.into_inner();
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        // Each upload its own temporary file: concurrent uploads never share one.
         let tmp = self.head.bin_dir.join(format!(
-            "upload-{}-{:?}",
+            ".upload-{}-{}",
             std::process::id(),
-            std::thread::current().id()
+            NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        let mut data = Vec::new();
-        while let Some(chunk) = incoming.message().await? {
-            data.extend_from_slice(&chunk.data);
+        let stored = receive_binary(&mut incoming, &tmp, &self.head.bin_dir).await;
+        if stored.is_err() {
+            let _ = tokio::fs::remove_file(&tmp).await;
         }
-        let build = starling_proto::build_id_of(&data);
-        let path = self.head.bin_dir.join(&build);
-        if !path.exists() {
-            let io = |e: std::io::Error| Status::internal(format!("storing binary: {e}"));
-            tokio::fs::write(&tmp, &data).await.map_err(io)?;
-            tokio::fs::rename(&tmp, &path).await.map_err(io)?;
-        }
-        Ok(Response::new(pb::BinaryRef { build }))
+        Ok(Response::new(pb::BinaryRef { build: stored? }))
     }
 
     type GetBinaryStream = BoxStream<pb::Chunk>;
@@ -278,10 +323,7 @@ impl pb::head_server::Head for HeadService {
             .ok_or_else(|| Status::not_found(format!("object {object} is not held by the head")))?;
         let total = value.len() as u64;
         let chunks: Vec<Result<pb::Chunk, Status>> = if value.is_empty() {
-            vec![Ok(pb::Chunk {
-                data: Vec::new(),
-                total: 0,
-            })]
+            vec![Ok(pb::Chunk::default())]
         } else {
             value
                 .chunks(CHUNK)
@@ -290,6 +332,7 @@ impl pb::head_server::Head for HeadService {
                     Ok(pb::Chunk {
                         data: c.to_vec(),
                         total: if i == 0 { total } else { 0 },
+                        build: String::new(),
                     })
                 })
                 .collect()

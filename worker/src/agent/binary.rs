@@ -6,29 +6,33 @@
 //!
 //! # Invariants
 //! - `cache_dir/<build>` is either absent or a complete executable: the download goes to a
-//!   temporary name, is closed, made executable (0755) and then renamed into place.
+//!   temporary name (mode 0700), is checked against its build id (the SHA-256 of its bytes),
+//!   closed and then renamed into place.
+//! - Nothing is executed unverified: a cached file is hashed again before each use, and one
+//!   whose bytes do not match its name is removed and downloaded afresh.
 //! - One download per build at a time in this agent; concurrent requests wait for it.
 //! - The cache is bounded: after each download, builds beyond the [`KEEP_BUILDS`] most recently
 //!   used are removed, unless used within [`KEEP_USED_WITHIN`]. A build's use is its file's
 //!   modification time, set on every `get` and, for the jobs this agent runs, on every
 //!   heartbeat ([`touch`]), so a live job's binary (which its workers restart from) stays.
-//! - A build id is a plain file name (letters, digits, `.`, `_`, `-`, not starting with `.`),
-//!   so it cannot escape the cache directory.
+//! - A build id is 64 hex digits ([`starling_proto::is_build_id`]), so it cannot escape the
+//!   cache directory.
 
 use std::collections::HashMap;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
-use starling_proto::pb;
 use starling_proto::pb::head_client::HeadClient;
 use starling_proto::security::AuthChannel;
+use starling_proto::{is_build_id, pb};
 use tokio::io::AsyncWriteExt;
 
 use super::error::AgentError;
+use super::logs::AgentLog;
 
 /// Builds kept after a download however long ago they were used: the most recently used.
 pub(crate) const KEEP_BUILDS: usize = 8;
@@ -61,7 +65,7 @@ pub(crate) fn prune(dir: &Path, current: &str, keep: usize, used_within: Duratio
     };
     let mut builds: Vec<(SystemTime, PathBuf)> = entries
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_str().is_some_and(valid_build))
+        .filter(|e| e.file_name().to_str().is_some_and(is_build_id))
         .filter_map(|e| {
             let meta = e.metadata().ok()?;
             meta.is_file()
@@ -92,29 +96,22 @@ pub(crate) struct BinaryCache {
     dir: PathBuf,
     head: HeadClient<AuthChannel>,
     downloads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-fn valid_build(build: &str) -> bool {
-    !build.is_empty()
-        && build.len() <= 128
-        && !build.starts_with('.')
-        && build
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    log: Arc<AgentLog>,
 }
 
 impl BinaryCache {
-    pub(crate) fn new(dir: PathBuf, head: HeadClient<AuthChannel>) -> Self {
+    pub(crate) fn new(dir: PathBuf, head: HeadClient<AuthChannel>, log: Arc<AgentLog>) -> Self {
         BinaryCache {
             dir,
             head,
             downloads: Mutex::new(HashMap::new()),
+            log,
         }
     }
 
     /// The path of `build`'s executable, downloading it first if this node lacks it.
     pub(crate) async fn get(&self, build: &str) -> Result<PathBuf, AgentError> {
-        if !valid_build(build) {
+        if !is_build_id(build) {
             return Err(AgentError::Binary {
                 build: build.to_string(),
                 message: "not a valid build id".to_string(),
@@ -133,8 +130,31 @@ impl BinaryCache {
             .map(|m| m.is_file())
             .unwrap_or(false)
         {
-            touch(&path);
-            return Ok(path);
+            let file = path.clone();
+            let actual =
+                tokio::task::spawn_blocking(move || starling_proto::build_id_of_file(&file))
+                    .await
+                    .map_err(|e| AgentError::io(&path, std::io::Error::other(e)))?;
+            match actual {
+                Ok(actual) if actual == build => {
+                    touch(&path);
+                    return Ok(path);
+                }
+                // Changed since it was stored (or unreadable): never run it; fetch it again.
+                found => {
+                    let found = match found {
+                        Ok(id) => format!("bytes with build id {id}"),
+                        Err(e) => format!("an unreadable file ({e})"),
+                    };
+                    self.log.line(format_args!(
+                        "refused cached build {build}: {} holds {found}; downloading it again",
+                        path.display()
+                    ));
+                    tokio::fs::remove_file(&path)
+                        .await
+                        .map_err(|e| AgentError::io(&path, e))?;
+                }
+            }
         }
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let tmp = self.dir.join(format!(
@@ -173,9 +193,14 @@ impl BinaryCache {
             .await
             .map_err(|s| binary_error(format!("the head cannot send it: {}", s.message())))?
             .into_inner();
-        let mut file = tokio::fs::File::create(tmp)
-            .await
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o700)
+            .open(tmp)
             .map_err(|e| AgentError::io(tmp, e))?;
+        let mut file = tokio::fs::File::from_std(file);
+        let mut hasher = starling_proto::BuildHasher::new();
         let (mut total, mut written, mut first) = (0u64, 0u64, true);
         while let Some(chunk) = chunks
             .message()
@@ -186,6 +211,7 @@ impl BinaryCache {
                 total = chunk.total;
                 first = false;
             }
+            hasher.update(&chunk.data);
             file.write_all(&chunk.data)
                 .await
                 .map_err(|e| AgentError::io(tmp, e))?;
@@ -196,12 +222,15 @@ impl BinaryCache {
                 "download truncated: {written} of {total} bytes"
             )));
         }
+        let actual = hasher.finish();
+        if actual != build {
+            return Err(binary_error(format!(
+                "the head sent bytes whose build id is {actual}: refused"
+            )));
+        }
         file.flush().await.map_err(|e| AgentError::io(tmp, e))?;
         // Close the file for certain before anyone executes it (else `ETXTBSY`).
-        let file = file.into_std().await;
-        file.set_permissions(std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| AgentError::io(tmp, e))?;
-        drop(file);
+        drop(file.into_std().await);
         tokio::fs::rename(tmp, path)
             .await
             .map_err(|e| AgentError::io(path, e))
@@ -222,6 +251,22 @@ mod tests {
             .expect("set mtime");
     }
 
+    /// A build id named for a test.
+    fn id(name: &str) -> String {
+        starling_proto::build_id_of(name.as_bytes())
+    }
+
+    fn names(removed: &[PathBuf]) -> std::collections::BTreeSet<String> {
+        removed
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn ids(names: &[&str]) -> std::collections::BTreeSet<String> {
+        names.iter().map(|n| id(n)).collect()
+    }
+
     #[test]
     fn the_cache_keeps_recent_builds_and_the_latest_few() {
         let dir = std::env::temp_dir().join(format!("starling-bin-prune-{}", std::process::id()));
@@ -229,47 +274,49 @@ mod tests {
         std::fs::create_dir_all(dir.join("jobs")).expect("dir");
         // b0 used 1 hour ago, b1 2 hours ago, ... b5 6 hours ago; r0..r2 a minute ago.
         for i in 0..6u64 {
-            let p = dir.join(format!("b{i}"));
+            let p = dir.join(id(&format!("b{i}")));
             std::fs::write(&p, b"x").expect("write");
             used_ago(&p, Duration::from_secs(3600 * (i + 1)));
         }
         for i in 0..3u64 {
-            let p = dir.join(format!("r{i}"));
+            let p = dir.join(id(&format!("r{i}")));
             std::fs::write(&p, b"x").expect("write");
             used_ago(&p, Duration::from_secs(60));
         }
-        // A download in progress and a job directory are not builds.
-        let part = dir.join(".b9.1.0.part");
+        // A download in progress, a file with another name and a job directory are not builds.
+        let part = dir.join(format!(".{}.1.0.part", id("b9")));
         std::fs::write(&part, b"x").expect("write");
         used_ago(&part, Duration::from_secs(86_400));
+        let other = dir.join("notes");
+        std::fs::write(&other, b"x").expect("write");
+        used_ago(&other, Duration::from_secs(86_400));
         // Keep 4: r0..r2 and b0 are the most recent; b1..b5 go, but for b4, the current build.
-        let mut removed = prune(&dir, "b4", 4, Duration::from_secs(600));
-        removed.sort();
-        let names: Vec<String> = removed
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["b1", "b2", "b3", "b5"]);
-        for kept in ["r0", "r1", "r2", "b0", "b4", ".b9.1.0.part", "jobs"] {
-            assert!(dir.join(kept).exists(), "{kept} kept");
+        let removed = prune(&dir, &id("b4"), 4, Duration::from_secs(600));
+        assert_eq!(names(&removed), ids(&["b1", "b2", "b3", "b5"]));
+        for kept in ["r0", "r1", "r2", "b0", "b4"] {
+            assert!(dir.join(id(kept)).exists(), "{kept} kept");
         }
+        assert!(part.exists() && other.exists() && dir.join("jobs").exists());
         // Used within the window: kept beyond the count. Touching marks a build used.
-        touch(&dir.join("b0"));
+        touch(&dir.join(id("b0")));
         let removed = prune(&dir, "none", 1, Duration::from_secs(600));
-        let names: Vec<_> = removed
-            .iter()
-            .map(|p| p.file_name().unwrap().to_owned())
-            .collect();
-        assert_eq!(names, ["b4"], "r0..r2 and the touched b0 are recent");
+        assert_eq!(
+            names(&removed),
+            ids(&["b4"]),
+            "r0..r2 and the touched b0 are recent"
+        );
         std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]
-    fn build_ids_are_plain_names() {
-        assert!(valid_build("0123abcdef"));
-        assert!(valid_build("my-app_1.2"));
-        for bad in ["", ".hidden", "../x", "a/b", "a b", &"x".repeat(129)] {
-            assert!(!valid_build(bad), "{bad}");
+    fn build_ids_are_sha256_hex() {
+        assert!(is_build_id(&id("x")));
+        assert_eq!(
+            id(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        for bad in ["", "0123abcdef", "../x", &"A".repeat(64), &"0".repeat(65)] {
+            assert!(!is_build_id(bad), "{bad}");
         }
     }
 }

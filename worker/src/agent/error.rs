@@ -54,6 +54,9 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
+    /// A directory the agent keeps private files in is not private to this user.
+    #[error(transparent)]
+    UnsafeDir(#[from] starling_proto::dirs::DirError),
     /// The object service could not listen on its address.
     #[error("cannot serve objects on {addr}")]
     Bind {

@@ -267,11 +267,7 @@ impl AgentLog {
     /// Opens (appends to) `path`, echoing lines to stderr if `echo`; on failure the log
     /// discards lines (but still echoes).
     pub(crate) fn open(path: &Path, echo: bool) -> Self {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .ok();
+        let file = starling_proto::dirs::append_file(path).ok();
         AgentLog {
             file: Mutex::new(file),
             echo,

@@ -135,10 +135,10 @@ pub struct AgentConfig {
 
 impl AgentConfig {
     /// A configuration with defaults for everything but the head and the resources: a fresh
-    /// store under `/dev/shm` (or the temp dir where there is none), spill, logs and binary
-    /// cache under the temp dir, a cap of 30% of physical memory, the object service on any
-    /// port of all interfaces, a 1 s heartbeat, a 10 s connect timeout, a 60 s reconnect
-    /// timeout, and no credentials.
+    /// store under this user's `/dev/shm/starling-<uid>` (see [`starling_proto::dirs`]), spill,
+    /// logs and binary cache under this user's runtime directory, a cap of 30% of physical
+    /// memory, the object service on any port of all interfaces, a 1 s heartbeat, a 10 s
+    /// connect timeout, a 60 s reconnect timeout, and no credentials.
     pub fn new(head: impl Into<String>, resources: ResourceSet) -> Self {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -147,13 +147,8 @@ impl AgentConfig {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let tmp = std::env::temp_dir().join("starling");
-        let shm = Path::new("/dev/shm");
-        let store_root = if shm.is_dir() {
-            shm.join("starling")
-        } else {
-            tmp.clone()
-        };
+        let tmp = starling_proto::dirs::runtime_root();
+        let store_root = starling_proto::dirs::shm_root();
         AgentConfig {
             head: head.into(),
             resources,
@@ -264,11 +259,8 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
             addr: config.head.clone(),
             message: e.to_string(),
         })?
-        .tcp_nodelay(true)
-        // Keepalives notice a head that vanished without closing the connection.
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .keep_alive_while_idle(true);
+        // Keepalives (set by the endpoint) notice a head that vanished without closing.
+        .tcp_nodelay(true);
     let uri = config.credentials.uri(&config.head);
     let fresh_store = !config.store_dir.exists();
     let fresh_spill = !config.spill_dir.exists();
@@ -278,7 +270,8 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         &config.log_dir,
         &config.cache_dir,
     ] {
-        std::fs::create_dir_all(dir).map_err(|e| AgentError::io(dir, e))?;
+        // 0700, this user's, and refused if another user could read or plant files in it.
+        starling_proto::dirs::ensure_dir(dir)?;
     }
     // Absolute paths: worker processes and same-host readers may run in other directories.
     let absolute = |p: &Path| std::fs::canonicalize(p).map_err(|e| AgentError::io(p, e));
@@ -356,6 +349,8 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
     tokio::spawn(async move {
         let served = Server::builder()
             .tcp_nodelay(true)
+            .http2_keepalive_interval(Some(starling_proto::security::KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(starling_proto::security::KEEPALIVE_TIMEOUT))
             .initial_stream_window_size(starling_proto::security::STREAM_WINDOW)
             .initial_connection_window_size(starling_proto::security::CONNECTION_WINDOW)
             .add_service(service)
@@ -373,7 +368,11 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
 
     let cache = match config.worker_binary {
         Some(_) => None,
-        None => Some(Arc::new(BinaryCache::new(cache_dir.clone(), head.clone()))),
+        None => Some(Arc::new(BinaryCache::new(
+            cache_dir.clone(),
+            head.clone(),
+            log.clone(),
+        ))),
     };
     let (stop, stop_rx) = watch::channel(false);
     let node_cell = Arc::new(AtomicU64::new(node.0));

@@ -89,6 +89,7 @@ async fn send_file(
         let chunk = pb::Chunk {
             data,
             total: if first { total } else { 0 },
+            build: String::new(),
         };
         first = false;
         if tx.send(Ok(chunk)).await.is_err() || filled < CHUNK {

@@ -465,12 +465,9 @@ async fn spawn_worker(
     };
     let pid = child.id().unwrap_or(0);
     let log_path = config.log_dir.join(format!("worker-{job}-{pid}.log"));
-    let file = tokio::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .await
-        .ok();
+    let file = starling_proto::dirs::append_file(&log_path)
+        .ok()
+        .map(tokio::fs::File::from_std);
     let pumping = match (child.stdout.take(), child.stderr.take()) {
         (Some(out), Some(err)) => Some(tokio::spawn(pump(out, err, file, tee))),
         _ => None,
