@@ -347,7 +347,7 @@ impl Cluster {
         }
         cmd.args(&args[1..]).env_remove("STARLING_TOKEN");
         if let Some(tmp) = &self.tmpdir {
-            cmd.env("TMPDIR", tmp);
+            cmd.env("TMPDIR", tmp).env_remove("XDG_RUNTIME_DIR");
         }
         cmd
     }
@@ -374,7 +374,7 @@ impl Cluster {
             cmd.env_remove("STARLING_HEAD");
         }
         if let Some(tmp) = &self.tmpdir {
-            cmd.env("TMPDIR", tmp);
+            cmd.env("TMPDIR", tmp).env_remove("XDG_RUNTIME_DIR");
         }
         let child = cmd
             .env_remove("STARLING_WORKER_HEAD")
@@ -484,7 +484,7 @@ impl Cluster {
             cmd.env("STARLING_TLS_CA", ca);
         }
         if let Some(tmp) = &self.tmpdir {
-            cmd.env("TMPDIR", tmp);
+            cmd.env("TMPDIR", tmp).env_remove("XDG_RUNTIME_DIR");
         }
         let mut child = cmd
             .env_remove("STARLING_WORKER_HEAD")
