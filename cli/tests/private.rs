@@ -82,8 +82,16 @@ fn what_a_cluster_keeps_is_its_users_alone() {
         "/dev/shm/starling-{}",
         starling_proto::dirs::euid()
     ));
+    // The job's log appears with the entrypoint's first output, a moment after its task starts.
+    let job_log =
+        |found: &[(PathBuf, u32, bool)]| found.iter().any(|(p, ..)| p.ends_with("instance-0.log"));
     let mut found = Vec::new();
     walk(&root, &mut found);
+    while !job_log(&found) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        found.clear();
+        walk(&root, &mut found);
+    }
     let agent = c.procs[1].child.id();
     let stores: Vec<PathBuf> = std::fs::read_dir(&shm)
         .into_iter()
