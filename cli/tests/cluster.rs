@@ -412,16 +412,7 @@ fn a_lost_node_s_objects_are_made_again_from_lineage() {
     // The head has noticed (the agent's connection dropped) before the object is read; until
     // then the dying node's worker processes may still be handed work for a few milliseconds.
     c.wait_alive(1);
-    std::fs::write(&go, b"").expect("write the go file");
-    let p = c.wait_payload("cluster_lineage", &out, PAYLOAD);
-    c.check(
-        p.get(&c, "checksum_ok") == "true",
-        "the object made again has other bytes",
-    );
-    c.check(
-        p.get(&c, "remade_on") != node && p.get(&c, "checked_on") != node,
-        &format!("the object should have been made again off {node}"),
-    );
+    let p = finish_lineage(&mut c, &go, &out, &node);
     eprintln!(
         "recovery after losing {node}: {} ms (node lost, 2 tasks run again, 1 MiB read)",
         p.get(&c, "recovery_ms")
@@ -429,6 +420,22 @@ fn a_lost_node_s_objects_are_made_again_from_lineage() {
     // The node comes back as a new agent and the cluster is whole again.
     c.start_agent("worker-again");
     c.wait_alive(2);
+}
+
+/// Lets a `cluster_lineage` payload read its object after `node` was lost; fails unless the
+/// object came back exact and was made again off `node`.
+fn finish_lineage(c: &mut Cluster, go: &Path, out: &Path, node: &str) -> Payload {
+    std::fs::write(go, b"").expect("write the go file");
+    let p = c.wait_payload("cluster_lineage", out, PAYLOAD);
+    c.check(
+        p.get(c, "checksum_ok") == "true",
+        "the object made again has other bytes",
+    );
+    c.check(
+        p.get(c, "remade_on") != node && p.get(c, "checked_on") != node,
+        &format!("the object should have been made again off {node}"),
+    );
+    p
 }
 
 /// A node agent that stops answering without closing its connection (SIGSTOP: a hung host, a
@@ -455,16 +462,7 @@ fn a_stopped_node_is_lost_within_the_heartbeat_timeout() {
         took < Duration::from_secs(6),
         &format!("{node} was declared lost after {took:?}, with a 3 s heartbeat timeout"),
     );
-    std::fs::write(&go, b"").expect("write the go file");
-    let p = c.wait_payload("cluster_lineage", &out, PAYLOAD);
-    c.check(
-        p.get(&c, "checksum_ok") == "true",
-        "the object made again has other bytes",
-    );
-    c.check(
-        p.get(&c, "remade_on") != node && p.get(&c, "checked_on") != node,
-        &format!("the object should have been made again off {node}"),
-    );
+    finish_lineage(&mut c, &go, &out, &node);
     eprintln!("{node} stopped: declared lost after {took:?}");
     signal(&c.procs[agent].child, "CONT");
     c.wait_alive(2);
