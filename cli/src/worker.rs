@@ -25,9 +25,15 @@ pub struct WorkerArgs {
     /// CPUs this node offers [default: the number of cores].
     #[arg(long, value_name = "N", value_parser = parse::amount)]
     num_cpus: Option<f64>,
-    /// GPUs this node offers.
-    #[arg(long, value_name = "N", value_parser = parse::amount, default_value_t = 0.0)]
-    num_gpus: f64,
+    /// GPUs this node offers [default: as many as it has ids for: `--gpu-ids`, else the
+    /// agent's CUDA_VISIBLE_DEVICES, else what `nvidia-smi -L` lists].
+    #[arg(long, value_name = "N", value_parser = parse::amount)]
+    num_gpus: Option<f64>,
+    /// The ids of this node's GPUs, comma-separated (indexes or GPU-/MIG- uuids): a task
+    /// holding GPUs sees its ids in CUDA_VISIBLE_DEVICES [default: detected, as for
+    /// --num-gpus; GPUs without one are numbered 0, 1, ..].
+    #[arg(long, value_name = "ID,..", value_parser = gpu_id_list)]
+    gpu_ids: Option<GpuIds>,
     /// Custom resources this node offers: `name=amount` pairs, comma-separated.
     #[arg(long, value_name = "K=V,..", value_parser = parse::resources)]
     resources: Option<parse::CustomResources>,
@@ -63,20 +69,44 @@ pub struct WorkerArgs {
     auth: crate::auth::AuthArgs,
 }
 
+/// `--gpu-ids`, parsed.
+#[derive(Clone, Debug)]
+struct GpuIds(Vec<String>);
+
+fn gpu_id_list(s: &str) -> Result<GpuIds, String> {
+    agent::gpus::parse_list(s).map(GpuIds)
+}
+
 impl WorkerArgs {
-    fn resources(&self) -> ResourceSet {
+    /// The node's resources and the ids of its GPUs.
+    fn resources(&self) -> Result<(ResourceSet, Vec<String>)> {
         let cpus = self
             .num_cpus
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) as f64);
-        let mut set = ResourceSet::cpus(cpus).with("GPU", self.num_gpus);
+        let (mut ids, given) = match &self.gpu_ids {
+            Some(GpuIds(ids)) => (ids.clone(), true),
+            None => (agent::gpus::detect(), false),
+        };
+        let gpus = self.num_gpus.unwrap_or(ids.len() as f64);
+        let whole = gpus.ceil() as usize;
+        if given && whole > ids.len() {
+            anyhow::bail!(
+                "--num-gpus {gpus} needs {whole} GPU ids but --gpu-ids gives {}",
+                ids.len()
+            );
+        }
+        ids.truncate(whole);
+        let mut set = ResourceSet::cpus(cpus).with("GPU", gpus);
         for (name, amount) in self.resources.iter().flat_map(|r| &r.0) {
             set = set.with(name, *amount);
         }
-        set
+        Ok((set, ids))
     }
 
     fn config(&self) -> Result<AgentConfig> {
-        let mut config = AgentConfig::new(self.head.clone(), self.resources());
+        let (resources, gpu_ids) = self.resources()?;
+        let mut config = AgentConfig::new(self.head.clone(), resources);
+        config.gpu_ids = gpu_ids;
         config.credentials = self.auth.credentials()?;
         config.reconnect_timeout = self.reconnect_timeout;
         config.log_to_stderr = true;
@@ -107,6 +137,7 @@ pub fn run(args: WorkerArgs) -> Result<()> {
 async fn serve(args: WorkerArgs) -> Result<()> {
     let config = args.config()?;
     let (log_dir, resources) = (config.log_dir.clone(), config.resources.clone());
+    let gpu_ids = config.gpu_ids.join(",");
     let mut agent = agent::start(config).await.map_err(|e| match e {
         AgentError::HeadUnreachable { addr } => anyhow!(
             "head at {addr} is unreachable: no answer within {:.1}s (is `starling head` \
@@ -125,8 +156,13 @@ async fn serve(args: WorkerArgs) -> Result<()> {
         agent.object_address()
     );
     eprintln!(
-        "node {}: resources {resources}, pool {}, logs in {}",
+        "node {}: resources {resources}{}, pool {}, logs in {}",
         agent.node_id(),
+        if gpu_ids.is_empty() {
+            String::new()
+        } else {
+            format!(" (GPU ids {gpu_ids})")
+        },
         if args.pool.is_empty() {
             "default"
         } else {

@@ -45,7 +45,7 @@ pub use bytes::Bytes;
 pub use error::{Error, RemoteError, Result};
 pub use object_ref::{IntoArg, ObjectRef};
 pub use options::TaskOptions;
-pub use runtime::exec::is_cancelled;
+pub use runtime::exec::{gpu_ids, is_cancelled};
 pub use runtime::{current, init, init_with, Config, EnterGuard, NodeInfo, Runtime, RuntimeStats};
 pub use starling_macros::{job, remote};
 /// Private per-user directories: where Starling keeps its files on a host (0700, this user's

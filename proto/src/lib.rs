@@ -15,7 +15,7 @@ mod task;
 pub mod wire;
 
 pub use ids::{JobId, NodeId, ObjectId, TaskId, WorkerId};
-pub use resources::{ResourceSet, RESOURCE_SCALE};
+pub use resources::{is_gpu_id, ResourceSet, RESOURCE_SCALE};
 pub use task::{
     FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskFailure, TaskSpec,
 };

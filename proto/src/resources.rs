@@ -19,6 +19,17 @@ pub struct ResourceSet {
     custom: Vec<(Arc<str>, u64)>,
 }
 
+/// Whether `id` can name a GPU: an index or a `GPU-`/`MIG-` uuid, at most 128 bytes of
+/// letters, digits, `-`, `_` and `/` (ids are joined with commas into
+/// `CUDA_VISIBLE_DEVICES`, so nothing else may appear in one).
+pub fn is_gpu_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'/')
+}
+
 fn to_units(amount: f64) -> u64 {
     if amount.is_nan() || amount <= 0.0 {
         0

@@ -138,6 +138,7 @@ fn head_batch() -> pb::HeadBatch {
                     kind: Some(pb::resolved_arg::Kind::Local(3)),
                 },
             ],
+            gpu_ids: vec!["0".into(), "GPU-8f2e".into()],
         }),
         Kind::Cancel(9),
     ];
@@ -160,6 +161,7 @@ fn node_batch() -> pb::NodeBatch {
             store_dir: "/tmp/s".into(),
             previous_id: 3,
             pid: 99,
+            gpu_ids: vec!["1".into()],
         }),
         Kind::Heartbeat(true),
         Kind::WorkerExit(pb::WorkerExit {

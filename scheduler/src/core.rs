@@ -15,6 +15,7 @@ use starling_proto::{
     JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, TaskSpec, WorkerId,
 };
 
+use crate::gpus::{GpuGrant, GpuSlots};
 use crate::hash::IdMap;
 use crate::objects::{ObjectEntry, ObjectState};
 
@@ -73,6 +74,8 @@ pub(crate) struct NodeState {
     pub requested_workers: HashMap<JobId, usize>,
     /// Whose tasks the node runs.
     pub usage: NodeUse,
+    /// Its GPUs by id, with what is free of each.
+    pub gpus: GpuSlots,
 }
 
 /// Whose tasks a node runs. Nodes of the default pool are shared by every driver; nodes of a
@@ -111,6 +114,8 @@ pub(crate) struct WorkerState {
     pub class: u32,
     /// What the running task holds on the node.
     pub held: ResourceSet,
+    /// Which of the node's GPUs the running task holds (part of `held`).
+    pub gpus: GpuGrant,
     /// Whether the worker is blocked in `get` with its CPUs lent back: some of its tasks wait
     /// and none runs (a worker process may have several tasks waiting on spare threads).
     pub blocked: bool,
@@ -281,6 +286,14 @@ impl Core {
     /// What `worker`'s running task holds, or `None` if the worker is unknown.
     pub fn worker_held(&self, worker: WorkerId) -> Option<&ResourceSet> {
         self.workers.get(&worker).map(|w| &w.held)
+    }
+
+    /// The ids of the GPUs `worker`'s running task holds (empty if none, or unknown).
+    pub fn worker_gpu_ids(&self, worker: WorkerId) -> Vec<Arc<str>> {
+        self.workers
+            .get(&worker)
+            .map(|w| self.nodes[w.node].gpus.ids(&w.gpus))
+            .unwrap_or_default()
     }
 
     pub(crate) fn class_of(&mut self, spec: &TaskSpec) -> u32 {

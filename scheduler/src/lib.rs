@@ -12,6 +12,7 @@
 //! places everything placeable in one pass. A driver calls it once after each batch of events.
 
 mod core;
+mod gpus;
 mod hash;
 pub mod head;
 mod objects;

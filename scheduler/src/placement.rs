@@ -29,6 +29,7 @@ fn fits_now(n: &NodeState, need: &ResourceSet, job: JobId, restricted: bool) -> 
         && n.serves(job, restricted)
         && n.idle.iter().any(|(j, _)| *j == job)
         && n.available.contains(need)
+        && n.gpus.fits(need.units("GPU"))
 }
 
 fn fits_ever(n: &NodeState, need: &ResourceSet, job: JobId, restricted: bool) -> bool {
@@ -157,6 +158,7 @@ mod tests {
     fn node(id: u64, total: ResourceSet) -> NodeState {
         NodeState {
             id: NodeId(id),
+            gpus: crate::gpus::GpuSlots::new(total.units("GPU"), &[]),
             available: total.clone(),
             total,
             alive: true,

@@ -12,22 +12,44 @@ use starling_proto::{
 };
 
 use crate::core::{Core, NodeState, NodeUse, TaskEntry, TaskState, WorkerState};
+use crate::gpus::GpuSlots;
 use crate::objects::{ObjectEntry, ObjectState};
 use crate::placement::{place, Placement};
 use crate::transport::{TaskOutcome, Transport};
 
-/// A node joined with `total` resources. Tasks that were infeasible get another look.
+/// A node joined with `total` resources, its GPUs numbered `0..n`. Tasks that were infeasible
+/// get another look.
 pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
+    on_node_added_with_gpus(core, id, total, &[])
+}
+
+/// A node joined with `total` resources; `gpu_ids` names its GPUs (the ids a task holding them
+/// is told, as `CUDA_VISIBLE_DEVICES`), numbered on from the last given one if fewer than its
+/// GPU count. Tasks that were infeasible get another look.
+pub fn on_node_added_with_gpus(
+    core: &mut Core,
+    id: NodeId,
+    total: ResourceSet,
+    gpu_ids: &[String],
+) {
+    let gpu_units = total.units("GPU");
     if let Some(&i) = core.node_index.get(&id) {
         // A node that registers again keeps its running tasks: what they hold stays taken.
         let mut available = total.clone();
         for w in core.workers.values().filter(|w| w.node == i) {
             available.subtract(&w.held);
         }
+        let held = core
+            .workers
+            .values()
+            .filter(|w| w.node == i)
+            .map(|w| &w.gpus);
+        let gpus = GpuSlots::renew(gpu_units, gpu_ids, held);
         let n = &mut core.nodes[i];
         n.alive = true;
         n.total = total;
         n.available = available;
+        n.gpus = gpus;
     } else {
         core.node_index.insert(id, core.nodes.len());
         core.nodes.push(NodeState {
@@ -39,6 +61,7 @@ pub fn on_node_added(core: &mut Core, id: NodeId, total: ResourceSet) {
             workers: 0,
             requested_workers: Default::default(),
             usage: NodeUse::Shared,
+            gpus: GpuSlots::new(gpu_units, gpu_ids),
         });
     }
     requeue_infeasible(core);
@@ -82,6 +105,7 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
             tasks: std::collections::VecDeque::new(),
             class: 0,
             held: ResourceSet::new(),
+            gpus: Vec::new(),
             blocked: false,
             draining: false,
             blocked_tasks: 0,
@@ -291,10 +315,13 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
 fn hand_to_busy_worker(core: &mut Core, t: &mut impl Transport, worker: WorkerId, task: TaskId) {
     let w = core.workers.get_mut(&worker).expect("a registered worker");
     w.tasks.push_back(task);
-    let node = core.nodes[w.node].id;
+    let node = &core.nodes[w.node];
+    // Same class, same GPUs: the worker runs it on what its running task holds.
+    let gpu_ids = gpu_ids(node, &w.gpus);
+    let node = node.id;
     let entry = core.tasks.get_mut(&task).expect("live");
     entry.state = TaskState::Running { node, worker };
-    t.dispatch(node, worker, &entry.spec);
+    t.dispatch(node, worker, &entry.spec, &gpu_ids);
 }
 
 /// Puts a task that lost its worker (or an argument) back: waiting for its arguments if some are
@@ -428,6 +455,7 @@ pub fn on_task_done(
         w.blocked_tasks = 0;
         w.lent = ResourceSet::new();
         node.available.add(&held);
+        node.gpus.give(&std::mem::take(&mut w.gpus));
         if !w.draining {
             node.idle.push((w.job, worker));
         }
@@ -518,6 +546,7 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
     node.workers = node.workers.saturating_sub(1);
     node.idle.retain(|(_, id)| *id != worker);
     node.available.add(&w.held);
+    node.gpus.give(&w.gpus);
     for task in w.tasks {
         let Some(entry) = core.tasks.get_mut(&task) else {
             continue;
@@ -714,6 +743,10 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
         .idle
         .remove(pos.expect("placement only picks nodes with an idle worker of the job"));
     node.available.subtract(&entry.spec.resources);
+    let gpus = node
+        .gpus
+        .take(entry.spec.resources.units("GPU"))
+        .expect("placement only picks nodes whose GPUs fit");
     entry.state = TaskState::Running {
         node: node.id,
         worker,
@@ -726,7 +759,18 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     w.class = entry.class;
     w.held = entry.spec.resources.clone();
     w.warm = first;
-    t.dispatch(node.id, worker, &entry.spec);
+    let gpu_ids = gpu_ids(node, &gpus);
+    w.gpus = gpus;
+    t.dispatch(node.id, worker, &entry.spec, &gpu_ids);
+}
+
+/// The ids of the GPUs in `grant` (no allocation for a task that holds none).
+fn gpu_ids(node: &NodeState, grant: &crate::gpus::GpuGrant) -> Vec<Arc<str>> {
+    if grant.is_empty() {
+        Vec::new()
+    } else {
+        node.gpus.ids(grant)
+    }
 }
 
 /// A worker reports that `task` ran for `micros` microseconds. Pipelines are sized from it: a

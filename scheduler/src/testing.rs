@@ -28,6 +28,8 @@ pub enum Sent {
 pub struct RecordingTransport {
     /// Everything sent so far.
     pub sent: Vec<Sent>,
+    /// The GPU ids each dispatched task that holds GPUs was given, by task (last dispatch).
+    pub gpu_ids: std::collections::HashMap<TaskId, Vec<Arc<str>>>,
 }
 
 impl RecordingTransport {
@@ -49,8 +51,17 @@ impl RecordingTransport {
 }
 
 impl Transport for RecordingTransport {
-    fn dispatch(&mut self, node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
+    fn dispatch(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        task: &Arc<TaskSpec>,
+        gpu_ids: &[Arc<str>],
+    ) {
         self.sent.push(Sent::Dispatch(node, worker, task.id));
+        if !gpu_ids.is_empty() {
+            self.gpu_ids.insert(task.id, gpu_ids.to_vec());
+        }
     }
     fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
         self.sent.push(Sent::ObjectFailed(object, failure.clone()));

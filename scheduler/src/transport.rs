@@ -9,8 +9,15 @@ use starling_proto::{
 /// What the scheduler asks the outside world to do. Implementations must not call back into the
 /// scheduler: they queue messages, wake threads or write to streams, and return.
 pub trait Transport {
-    /// Run `task` on `worker` (an idle worker of `node`).
-    fn dispatch(&mut self, node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>);
+    /// Run `task` on `worker` (an idle worker of `node`), holding the GPUs with these ids
+    /// (empty for a task that needs none).
+    fn dispatch(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        task: &Arc<TaskSpec>,
+        gpu_ids: &[Arc<str>],
+    );
 
     /// `object` will never get a value: tell whoever waits for it.
     fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>);

@@ -396,6 +396,58 @@ fn ten_tenth_cpu_tasks_share_one_cpu_exactly() {
 }
 
 #[test]
+fn tasks_are_given_gpu_ids_whole_ones_distinct_fractions_sharing() {
+    let total = ResourceSet::cpus(8.0).with("GPU", 2.0);
+    let mut c = Cluster::new();
+    reactor::on_node_added_with_gpus(&mut c.core, N1, total, &["3".into(), "5".into()]);
+    for w in 1..=8 {
+        on_worker_added(&mut c.core, N1, WorkerId(w));
+    }
+    let ids = |c: &Cluster, t: u64| -> Vec<String> {
+        let got = c.t.gpu_ids.get(&TaskId(t)).cloned().unwrap_or_default();
+        assert_eq!(got, c.core.worker_gpu_ids(c.worker_of(t)), "T{t}");
+        got.iter().map(|s| s.to_string()).collect()
+    };
+    let one = ResourceSet::cpus(1.0).with("GPU", 1.0);
+    let half = ResourceSet::cpus(1.0).with("GPU", 0.5);
+    c.submit(with_resources(task(1, vec![]), one.clone()));
+    c.submit(with_resources(task(2, vec![]), half.clone()));
+    c.submit(with_resources(task(3, vec![]), half.clone()));
+    c.submit(with_resources(task(4, vec![]), ResourceSet::cpus(1.0)));
+    assert_eq!(tasks_of(&c.dispatch()), [1, 2, 3, 4]);
+    assert_eq!(ids(&c, 1), ["3"]);
+    assert_eq!(ids(&c, 2), ["5"], "a fraction takes the GPU left");
+    assert_eq!(ids(&c, 3), ["5"], "fractions share one GPU");
+    assert!(ids(&c, 4).is_empty(), "a CPU task holds no GPU");
+
+    // Half of GPU 5 and GPU 3 free up: 1 GPU in all, but not one whole GPU.
+    c.submit(with_resources(task(5, vec![]), one.clone()));
+    c.succeed(1);
+    c.succeed(2);
+    assert_eq!(tasks_of(&c.dispatch()), [5], "GPU 3 is whole again");
+    assert_eq!(ids(&c, 5), ["3"]);
+    c.submit(with_resources(task(6, vec![]), one.clone()));
+    assert!(c.dispatch().is_empty(), "half of GPU 5 is not a GPU");
+    assert_eq!(c.available(N1).get("GPU"), 0.5);
+    c.succeed(3);
+    assert_eq!(tasks_of(&c.dispatch()), [6]);
+    assert_eq!(ids(&c, 6), ["5"]);
+
+    // A worker that dies gives its GPU back.
+    let w6 = c.worker_of(6);
+    reactor::on_worker_removed(&mut c.core, &mut c.t, w6, "killed");
+    c.t.take();
+    let two = ResourceSet::cpus(1.0).with("GPU", 2.0);
+    c.submit(with_resources(task(7, vec![]), two));
+    c.succeed(5);
+    // T6 was retried on GPU 5 or 3; whichever, T7 waits for both.
+    assert_eq!(tasks_of(&c.dispatch()), [6]);
+    c.succeed(6);
+    assert_eq!(tasks_of(&c.dispatch()), [7]);
+    assert_eq!(ids(&c, 7), ["3", "5"]);
+}
+
+#[test]
 fn gpus_and_custom_resources_are_accounted_like_cpus() {
     let total = ResourceSet::cpus(8.0).with("GPU", 2.0).with("tpu", 1.0);
     let mut c = Cluster::new().with_node(1, total.clone(), 1..=8);
@@ -627,9 +679,15 @@ struct AttemptLog {
 }
 
 impl Transport for AttemptLog {
-    fn dispatch(&mut self, node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
+    fn dispatch(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        task: &Arc<TaskSpec>,
+        gpu_ids: &[Arc<str>],
+    ) {
         self.runs.push((task.id, task.attempt));
-        self.rec.dispatch(node, worker, task);
+        self.rec.dispatch(node, worker, task, gpu_ids);
     }
     fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
         self.rec.object_failed(object, failure);

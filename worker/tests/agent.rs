@@ -312,6 +312,7 @@ fn config(head: &Head, root: &Path, worker: Option<PathBuf>) -> AgentConfig {
     AgentConfig {
         head: head.addr.clone(),
         resources: ResourceSet::cpus(2.0).with("disk", 1.0),
+        gpu_ids: Vec::new(),
         pool: "p".to_string(),
         store_dir: root.join("store"),
         spill_dir: root.join("spill"),

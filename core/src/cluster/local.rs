@@ -73,7 +73,20 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
         token: Some(head.token().clone()),
         tls_ca: None,
     };
-    let mut ac = AgentConfig::new(addr.clone(), config.resources.clone());
+    // The host's GPUs, unless the program declared its own (then they are numbered 0..n where
+    // the host shows fewer).
+    let mut resources = config.resources.clone();
+    let mut gpu_ids = agent::gpus::detect();
+    if resources.units("GPU") == 0 {
+        resources.set_units("GPU", gpu_ids.len() as u64 * starling_proto::RESOURCE_SCALE);
+    }
+    gpu_ids.truncate(
+        resources
+            .units("GPU")
+            .div_ceil(starling_proto::RESOURCE_SCALE) as usize,
+    );
+    let mut ac = AgentConfig::new(addr.clone(), resources);
+    ac.gpu_ids = gpu_ids;
     ac.credentials = creds.clone();
     // The head lives and dies with this process: nothing to wait for once it is gone.
     ac.reconnect_timeout = std::time::Duration::ZERO;

@@ -21,4 +21,6 @@ pub(crate) mod env {
     pub const JOB: &str = "STARLING_JOB_ID";
     pub const STORE_DIR: &str = "STARLING_STORE_DIR";
     pub const SPILL_DIR: &str = "STARLING_SPILL_DIR";
+    pub const GPU_IDS: &str = "STARLING_GPU_IDS";
+    pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 }

@@ -132,6 +132,7 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
         settled: Condvar::new(),
         times: Mutex::default(),
         fetched: Mutex::default(),
+        gpus_shown: Mutex::default(),
     });
     let _ = POOL.set(pool.clone());
     // Kept mappings of objects freed while this process is idle go within a second.
@@ -171,6 +172,8 @@ struct Pool {
     /// Values this process fetched from other hosts or the head, for the next tasks that read
     /// them (objects never change, so a copy stays right while it is kept).
     fetched: Mutex<FetchCache>,
+    /// What `CUDA_VISIBLE_DEVICES` was last set to here (`None`: never, as started).
+    gpus_shown: Mutex<Option<String>>,
 }
 
 /// Fetched values, oldest dropped first beyond [`FETCH_CACHE_BYTES`]; and the mapped store
@@ -381,6 +384,22 @@ impl Pool {
         self.client.send_many(ops);
     }
 
+    /// Shows the task about to run the GPUs it holds: `CUDA_VISIBLE_DEVICES` and
+    /// `STARLING_GPU_IDS` become its ids joined with commas (the agent starts workers of a GPU
+    /// node with both empty, so a task that asked for none sees none). Set only when they
+    /// change, under the permit (one task runs at a time, and tasks pipelined behind a
+    /// blocked one are of its class, so they hold the same GPUs).
+    fn use_gpus(&self, ids: Vec<String>) -> Vec<std::sync::Arc<str>> {
+        let mut shown = self.gpus_shown.lock().unwrap_or_else(|e| e.into_inner());
+        let joined = ids.join(",");
+        if shown.as_deref() != Some(joined.as_str()) && (!ids.is_empty() || shown.is_some()) {
+            std::env::set_var(super::env::CUDA_VISIBLE_DEVICES, &joined);
+            std::env::set_var(super::env::GPU_IDS, &joined);
+            *shown = Some(joined);
+        }
+        ids.into_iter().map(std::sync::Arc::from).collect()
+    }
+
     /// Whether tasks of `run`'s function have so far taken under [`SHORT_TASK`] here: only
     /// behind those may finished tasks wait to be reported together.
     fn is_short(&self, run: &pb::RunTask) -> bool {
@@ -494,7 +513,8 @@ impl Pool {
         };
         let task = spec.id.0;
         self.started(task);
-        let done = self.run_spec(client, owner, worker, &spec, &run.args, args);
+        let gpu_ids = self.use_gpus(run.gpu_ids);
+        let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, args);
         let value = match &done.kind {
             Some(task_done::Kind::Inline(bytes)) => Some(Blob::new(bytes.clone())),
             Some(task_done::Kind::Stored(_)) => client
@@ -508,13 +528,14 @@ impl Pool {
 
     fn run_spec(
         &self,
-        client: &Arc<Client>,
         owner: usize,
         worker: starling_proto::WorkerId,
         spec: &TaskSpec,
+        gpu_ids: Vec<std::sync::Arc<str>>,
         resolved: &[pb::ResolvedArg],
         keep: &mut Vec<Blob>,
     ) -> pb::TaskDone {
+        let client = &self.client;
         let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
             task,
             kind: Some(kind),
@@ -599,7 +620,15 @@ impl Pool {
         let started = std::time::Instant::now();
         BLOCKED.with(|b| b.set((None, Duration::ZERO)));
         let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
-        let invoked = exec::invoke(client.registry(), owner, worker, spec, &args, &sources);
+        let invoked = exec::invoke(
+            client.registry(),
+            owner,
+            worker,
+            spec,
+            gpu_ids,
+            &args,
+            &sources,
+        );
         let waited = BLOCKED.with(|b| b.get().1);
         let runtime_us = started.elapsed().saturating_sub(waited).as_micros() as u64;
         // The next task's marker ends this one's output; mark the end only when going idle, so a

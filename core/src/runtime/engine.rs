@@ -52,7 +52,7 @@ pub(crate) enum Event {
 }
 
 enum Effect {
-    Dispatch(WorkerId, Arc<TaskSpec>),
+    Dispatch(WorkerId, Arc<TaskSpec>, Vec<Arc<str>>),
     Failed(ObjectId, Arc<TaskFailure>),
     Free(ObjectId),
     SpawnWorker,
@@ -63,8 +63,15 @@ enum Effect {
 struct Effects(Vec<Effect>);
 
 impl Transport for Effects {
-    fn dispatch(&mut self, _node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
-        self.0.push(Effect::Dispatch(worker, task.clone()));
+    fn dispatch(
+        &mut self,
+        _node: NodeId,
+        worker: WorkerId,
+        task: &Arc<TaskSpec>,
+        gpu_ids: &[Arc<str>],
+    ) {
+        self.0
+            .push(Effect::Dispatch(worker, task.clone(), gpu_ids.to_vec()));
     }
     fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
         self.0.push(Effect::Failed(object, failure.clone()));
@@ -90,7 +97,8 @@ struct Sched {
 /// An executor thread's mailbox.
 pub(crate) struct Slot {
     pub id: WorkerId,
-    pub tasks: SegQueue<Arc<TaskSpec>>,
+    /// Tasks to run, each with the ids of the GPUs it holds.
+    pub tasks: SegQueue<(Arc<TaskSpec>, Vec<Arc<str>>)>,
     pub unparker: Unparker,
     /// The task this executor was told to cancel (0 = none).
     pub cancelled: AtomicU64,
@@ -228,9 +236,9 @@ impl Engine {
             let slots = self.slots.read();
             for e in effects {
                 match e {
-                    Effect::Dispatch(w, task) => {
+                    Effect::Dispatch(w, task, gpu_ids) => {
                         let slot = &slots[w.0 as usize - 1];
-                        slot.tasks.push(task);
+                        slot.tasks.push((task, gpu_ids));
                         slot.unparker.unpark();
                     }
                     Effect::Failed(o, f) => self.store.fail(o, f),

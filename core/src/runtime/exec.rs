@@ -60,6 +60,8 @@ struct ExecContext {
     owner: usize,
     worker: WorkerId,
     task: TaskId,
+    /// The ids of the GPUs the task holds.
+    gpu_ids: Vec<Arc<str>>,
 }
 
 thread_local! {
@@ -162,8 +164,8 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
         if engine.shut_down.load(Ordering::SeqCst) {
             break;
         }
-        if let Some(task) = slot.tasks.pop() {
-            let outcome = run(&engine, &slot, &task);
+        if let Some((task, gpu_ids)) = slot.tasks.pop() {
+            let outcome = run(&engine, &slot, &task, gpu_ids);
             engine.post(Event::Finished(slot.id, outcome));
             continue;
         }
@@ -185,7 +187,7 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
     super::set_thread_runtime(None);
 }
 
-fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
+fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) -> TaskOutcome {
     // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
     let mut blobs: Vec<Blob> = Vec::new();
     for a in &task.args {
@@ -210,6 +212,7 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec) -> TaskOutcome {
         engine as *const Engine as usize,
         slot.id,
         task,
+        gpu_ids,
         &args,
         &blobs,
     ) {
@@ -242,12 +245,13 @@ pub(crate) enum Invoked {
 
 /// Runs `task`'s function on this thread with its encoded `args`, catching panics. `owner` and
 /// `worker` identify, for nested calls, which backend's worker is running (see
-/// [`current_worker`]).
+/// [`current_worker`]); `gpu_ids` are the GPUs it holds (see [`gpu_ids`]).
 pub(crate) fn invoke(
     registry: &Registry,
     owner: usize,
     worker: WorkerId,
     task: &TaskSpec,
+    gpu_ids: Vec<Arc<str>>,
     args: &[&[u8]],
     sources: &[Blob],
 ) -> Invoked {
@@ -259,6 +263,7 @@ pub(crate) fn invoke(
             owner,
             worker,
             task: task.id,
+            gpu_ids,
         }))
     });
     // `Bytes` arguments share the stored objects' buffers instead of copying them.
@@ -288,6 +293,25 @@ fn lost_argument(o: ObjectId) -> TaskOutcome {
         "starling::ObjectLost",
         format!("argument object {o} no longer exists"),
     ))
+}
+
+/// The ids of the GPUs the task running on this thread holds (empty outside a task, or for a
+/// task that asked for no GPUs), as Ray's `get_gpu_ids`: a task with `num_gpus = 2` gets two
+/// ids, and tasks with fractions of a GPU that share one get the same id. The ids are the
+/// node's: `--gpu-ids`, else what `nvidia-smi -L` lists, else `0..n` for `--num-gpus n`. In a
+/// worker process `CUDA_VISIBLE_DEVICES` (and `STARLING_GPU_IDS`) hold the same ids, joined
+/// with commas, while the task runs; in-process tasks share one process, so there only this
+/// call says which GPUs a task may use.
+pub fn gpu_ids() -> Vec<String> {
+    CONTEXT.with(|c| {
+        let ctx = c.take();
+        let ids = ctx
+            .as_ref()
+            .map(|x| x.gpu_ids.iter().map(|id| id.to_string()).collect())
+            .unwrap_or_default();
+        c.set(ctx);
+        ids
+    })
 }
 
 /// Whether the task running on this thread was cancelled (cooperative cancellation: a long task

@@ -199,6 +199,9 @@ pub struct RunTask {
     pub spec: ::core::option::Option<TaskSpec>,
     #[prost(message, repeated, tag = "2")]
     pub args: ::prost::alloc::vec::Vec<ResolvedArg>,
+    /// The ids of the node's GPUs the task holds (empty when it needs none).
+    #[prost(string, repeated, tag = "3")]
+    pub gpu_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TaskDone {
@@ -313,6 +316,9 @@ pub struct NodeHello {
     /// The agent's process id (a pool's launcher matches the nodes it started by it).
     #[prost(uint32, tag = "7")]
     pub pid: u32,
+    /// The ids of the node's GPUs (`--gpu-ids`, `nvidia-smi -L`), one per GPU it offers.
+    #[prost(string, repeated, tag = "8")]
+    pub gpu_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct StartWorkers {

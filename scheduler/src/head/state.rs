@@ -225,7 +225,13 @@ fn split_by_size(ops: Vec<pb::HeadOp>) -> Vec<Vec<pb::HeadOp>> {
 }
 
 impl Transport for Outbox {
-    fn dispatch(&mut self, _node: NodeId, worker: WorkerId, task: &Arc<TaskSpec>) {
+    fn dispatch(
+        &mut self,
+        _node: NodeId,
+        worker: WorkerId,
+        task: &Arc<TaskSpec>,
+        gpu_ids: &[Arc<str>],
+    ) {
         let Some(&client) = self.worker_client.get(&worker) else {
             return;
         };
@@ -262,6 +268,7 @@ impl Transport for Outbox {
         let run = pb::RunTask {
             spec: Some((&**task).into()),
             args,
+            gpu_ids: gpu_ids.iter().map(|id| id.to_string()).collect(),
         };
         self.queue_client(client, head_op::Kind::Run(run));
     }
@@ -612,6 +619,7 @@ impl Head {
     /// Registers a node agent from its `NodeHello`.
     pub fn open_node(&self, hello: &pb::NodeHello, tx: NodeTx) -> Result<NodeId, Status> {
         check_version(hello.version)?;
+        check_gpu_ids(&hello.gpu_ids)?;
         let mut g = self.state.lock();
         let st = &mut *g;
         let node = match hello.previous_id {
@@ -640,7 +648,7 @@ impl Head {
                 usage: pb::StoreUsage::default(),
             },
         );
-        reactor::on_node_added(&mut st.core, node, resources.clone());
+        reactor::on_node_added_with_gpus(&mut st.core, node, resources.clone(), &hello.gpu_ids);
         st.jobs
             .on_node_added(&mut st.core, node, &hello.pool, hello.pid);
         st.out
@@ -841,6 +849,32 @@ impl Head {
 
 /// How long the head waits for a node to report how a worker process whose session ended exited.
 const EXIT_REPORT_WAIT: Duration = Duration::from_secs(1);
+
+/// GPU ids become `CUDA_VISIBLE_DEVICES` in workers: each must be a plain name (an index, a
+/// `GPU-<uuid>` or `MIG-<uuid>`), distinct, and a node has at most a few hundred.
+fn check_gpu_ids(ids: &[String]) -> Result<(), Status> {
+    const MAX_GPUS: usize = 1024;
+    if ids.len() > MAX_GPUS {
+        return Err(Status::invalid_argument(format!(
+            "a node declared {} GPU ids; at most {MAX_GPUS} are accepted",
+            ids.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for id in ids {
+        if !starling_proto::is_gpu_id(id) {
+            return Err(Status::invalid_argument(format!(
+                "GPU id {id:?} is not an index or a GPU-/MIG- uuid"
+            )));
+        }
+        if !seen.insert(id) {
+            return Err(Status::invalid_argument(format!(
+                "GPU id {id:?} is declared twice"
+            )));
+        }
+    }
+    Ok(())
+}
 
 fn check_version(version: u32) -> Result<(), Status> {
     if version != starling_proto::PROTOCOL_VERSION {

@@ -36,6 +36,7 @@
 mod binary;
 mod disk;
 mod error;
+pub mod gpus;
 pub mod instances;
 pub mod logs;
 mod objects;
@@ -90,6 +91,11 @@ pub mod env {
     pub const SPILL_DIR: &str = "STARLING_SPILL_DIR";
     /// The node's object service, `host:port`.
     pub const OBJECT_ADDR: &str = "STARLING_OBJECT_ADDR";
+    /// The ids of the GPUs the running task holds, joined with commas (set per task by the
+    /// worker; empty at start on a node with GPUs).
+    pub const GPU_IDS: &str = "STARLING_GPU_IDS";
+    /// What CUDA reads to know which GPUs it may use: the same ids as [`GPU_IDS`].
+    pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 }
 
 /// How to run a node agent.
@@ -99,6 +105,9 @@ pub struct AgentConfig {
     pub head: String,
     /// The resources this node offers (CPU, GPU, custom).
     pub resources: ResourceSet,
+    /// The ids of its GPUs, one per GPU in `resources` (fewer: the rest are numbered on;
+    /// see [`gpus::detect`]).
+    pub gpu_ids: Vec<String>,
     /// The compute pool to join; `""` is the default pool.
     pub pool: String,
     /// Where objects live in memory (a tmpfs such as `/dev/shm/...`). Created if missing, and
@@ -152,6 +161,7 @@ impl AgentConfig {
         AgentConfig {
             head: head.into(),
             resources,
+            gpu_ids: Vec::new(),
             pool: String::new(),
             store_dir: store_root.join(format!("store-{unique}")),
             spill_dir: tmp.join(format!("spill-{unique}")),
@@ -312,6 +322,7 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         store_dir: store_dir.display().to_string(),
         previous_id: 0,
         pid: std::process::id(),
+        gpu_ids: config.gpu_ids.clone(),
     };
     let session = register(&config.head, head.clone(), hello.clone(), deadline).await?;
     let node = session.node;
@@ -496,6 +507,11 @@ impl Agent {
             .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
             .collect();
         spawn.env.extend(creds.iter().cloned());
+        if self.config.resources.units("GPU") > 0 {
+            // A task sees the GPUs it holds (its worker sets them per task), and none before.
+            spawn.env.push((env::CUDA_VISIBLE_DEVICES, String::new()));
+            spawn.env.push((env::GPU_IDS, String::new()));
+        }
         let instances = Instances::new(
             self.config.head.clone(),
             creds,
