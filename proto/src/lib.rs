@@ -11,6 +11,7 @@ pub mod fuzz;
 mod ids;
 mod resources;
 pub mod security;
+pub mod store_file;
 mod task;
 pub mod wire;
 

@@ -120,6 +120,7 @@ fn head_batch() -> pb::HeadBatch {
             job: 2,
             id_base: 1 << 40,
             worker: 3,
+            epoch: 0x5eed,
         }),
         Kind::Value(pb::ObjectValue {
             object: 4,

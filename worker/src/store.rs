@@ -27,7 +27,8 @@ pub struct Blob(Arc<Backing>);
 
 enum Backing {
     Heap(Vec<u8>),
-    Mapped(memmap2::Mmap),
+    /// A mapped file and where the value starts in it (after a store file's header).
+    Mapped(memmap2::Mmap, usize),
 }
 
 impl Blob {
@@ -47,12 +48,35 @@ impl Blob {
         // SAFETY: the file is never written after it is renamed into the store (see above);
         // the mapping is read-only and private to this process.
         let map = unsafe { memmap2::Mmap::map(&file)? };
-        Ok(Blob(Arc::new(Backing::Mapped(map))))
+        Ok(Blob(Arc::new(Backing::Mapped(map, 0))))
+    }
+
+    /// Maps the node store file at `path` as object `object` of head `epoch` (`0`: any): its
+    /// header must say so, with the file's length (see [`starling_proto::store_file`]), or the
+    /// file is refused with `InvalidData`. The blob is the value after the header.
+    pub fn map_object(path: &std::path::Path, object: u64, epoch: u64) -> std::io::Result<Self> {
+        use starling_proto::store_file::{StoreHeader, HEADER_LEN};
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        let refuse = |e: starling_proto::store_file::HeaderError| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} refused: {e}", path.display()),
+            )
+        };
+        if len < HEADER_LEN as u64 {
+            return Err(refuse(starling_proto::store_file::HeaderError::NoHeader));
+        }
+        // SAFETY: as in `map_file`.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        let header = StoreHeader::decode(&map).map_err(refuse)?;
+        header.check(object, epoch, len).map_err(refuse)?;
+        Ok(Blob(Arc::new(Backing::Mapped(map, HEADER_LEN))))
     }
 
     /// Whether the bytes are a mapped store file (rather than memory of this process).
     pub fn is_mapped(&self) -> bool {
-        matches!(*self.0, Backing::Mapped(_))
+        matches!(*self.0, Backing::Mapped(..))
     }
 
     /// Whether `slice` points into this blob's bytes.
@@ -83,7 +107,7 @@ impl Deref for Blob {
     fn deref(&self) -> &[u8] {
         match &*self.0 {
             Backing::Heap(v) => v,
-            Backing::Mapped(m) => m,
+            Backing::Mapped(m, start) => &m[*start..],
         }
     }
 }

@@ -648,14 +648,44 @@ async fn a_tampered_binary_is_never_run() -> Result<()> {
     Ok(())
 }
 
+/// Writes `data` as a store file of object `id` under head `epoch` (header first), made
+/// elsewhere with modification time `modified` and renamed in, as a worker does.
+fn store_file(dir: &Path, id: u64, epoch: u64, data: &[u8], modified: SystemTime) -> Result<()> {
+    use starling_proto::store_file::StoreHeader;
+    let header = StoreHeader {
+        object: id,
+        epoch,
+        size: data.len() as u64,
+    };
+    let tmp = dir
+        .parent()
+        .context("a store has a parent")?
+        .join(format!(".{id}.tmp"));
+    let mut bytes = header.encode().to_vec();
+    bytes.extend_from_slice(data);
+    std::fs::write(&tmp, &bytes)?;
+    std::fs::File::options()
+        .write(true)
+        .open(&tmp)?
+        .set_modified(modified)?;
+    std::fs::rename(&tmp, dir.join(id.to_string()))?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frees_spills_and_serves_objects() -> Result<()> {
+    use starling_proto::store_file::HEADER_LEN;
+    let hdr = HEADER_LEN as u64;
     let tmp = TempDir::new("objects")?;
     let mut head = Head::start(None, HashMap::new()).await?;
     let mut cfg = config(&head, &tmp.0, None);
-    cfg.store_cap_bytes = (3 << 20) + 100;
+    cfg.store_cap_bytes = (3 << 20) + 300;
     let (store, spill) = (tmp.0.join("store"), tmp.0.join("spill"));
+    // A store directory that already holds an object: the agent empties it.
     std::fs::create_dir_all(&store)?;
+    std::fs::write(store.join("7"), b"left by an earlier agent")?;
+    let agent = start(cfg).await?;
+    assert!(!store.join("7").exists(), "a stale object file was kept");
     // Five 1 MiB objects (oldest first), one of them larger and patterned for the fetch check.
     let big: Vec<u8> = (0..(2 << 20) + 12345)
         .map(|i: u32| (i % 251) as u8)
@@ -667,14 +697,9 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
         } else {
             vec![id as u8; 1 << 20]
         };
-        std::fs::write(store.join(id.to_string()), &data)?;
-        let f = std::fs::File::options()
-            .write(true)
-            .open(store.join(id.to_string()))?;
-        f.set_modified(now - Duration::from_secs(100 - id))?;
+        store_file(&store, id, 0, &data, now - Duration::from_secs(100 - id))?;
     }
     std::fs::write(store.join("9.tmp"), b"partial")?;
-    let agent = start(cfg).await?;
 
     // Total 6 MiB + change; the cap is 3 MiB: objects 1 and 2 (the oldest) must go.
     let usage = head
@@ -683,8 +708,8 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
             _ => None,
         })
         .await?;
-    assert_eq!(usage.memory_bytes, (3 << 20) + 7);
-    assert_eq!(usage.spilled_bytes, (1 << 20) + big.len() as u64);
+    assert_eq!(usage.memory_bytes, (3 << 20) + 3 * hdr + 7);
+    assert_eq!(usage.spilled_bytes, (1 << 20) + big.len() as u64 + 2 * hdr);
     assert_eq!(usage.objects, 5);
     assert!(spill.join("1").exists() && spill.join("2").exists());
     assert!(!store.join("1").exists() && store.join("3").exists() && store.join("9.tmp").exists());
@@ -698,7 +723,10 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
     .max_decoding_message_size(agent::MAX_MESSAGE_BYTES);
     for (id, expected) in [(2u64, big.clone()), (3, vec![3u8; 1 << 20])] {
         let mut chunks = client
-            .fetch(pb::FetchRequest { object: id })
+            .fetch(pb::FetchRequest {
+                object: id,
+                epoch: 0,
+            })
             .await?
             .into_inner();
         let mut got = Vec::new();
@@ -715,12 +743,35 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
             .all(|s| *s == agent::FETCH_CHUNK));
         assert!(got == expected, "object {id} differs");
     }
-    let missing = client.fetch(pb::FetchRequest { object: 404 }).await;
+    let missing = client
+        .fetch(pb::FetchRequest {
+            object: 404,
+            epoch: 0,
+        })
+        .await;
     let status = missing
         .err()
         .context("fetching a missing object succeeded")?;
     assert_eq!(status.code(), tonic::Code::NotFound);
     assert!(status.message().contains("O404"), "{}", status.message());
+
+    // A file with an object's name is served only if its header says it is that object of
+    // the fetcher's head: planted bytes, another object's file and an earlier head's are not.
+    std::fs::write(store.join("10"), vec![0u8; 100])?;
+    store_file(&store, 11, 0xe1, b"object twelve", now)?;
+    std::fs::rename(store.join("11"), store.join("12"))?;
+    store_file(&store, 13, 0xe1, b"an earlier head's", now)?;
+    for (object, epoch, says) in [
+        (10, 0, "not a store file"),
+        (12, 0xe1, "holds object 11, not 12"),
+        (13, 0xe2, "head epoch e1, not e2"),
+    ] {
+        let refused = client.fetch(pb::FetchRequest { object, epoch }).await;
+        let status = refused.err().context("a mismatched file was served")?;
+        assert_eq!(status.code(), tonic::Code::DataLoss, "{}", status.message());
+        assert!(status.message().contains(says), "{}", status.message());
+        std::fs::remove_file(store.join(object.to_string()))?;
+    }
 
     // FreeObject deletes from the store and from the spill directory.
     head.send(HeadKind::FreeObject(1));

@@ -76,6 +76,9 @@ pub(crate) struct Client {
     store: ObjectStore,
     /// The current session's id base (the head's `Welcome`).
     id_base: AtomicU64,
+    /// The head incarnation of the current session (`Welcome::epoch`): store files this
+    /// client writes carry it, and it reads only files that do.
+    head_epoch: AtomicU64,
     next: AtomicU64,
     job: AtomicU64,
     /// Drivers: how to open a new session after the head was lost (`None`: never again).
@@ -298,6 +301,7 @@ impl Client {
             sink,
             store: ObjectStore::new(),
             id_base: AtomicU64::new(welcome.id_base),
+            head_epoch: AtomicU64::new(welcome.epoch),
             next: AtomicU64::new(1),
             job: AtomicU64::new(welcome.job),
             redial: Mutex::new(None),
@@ -324,6 +328,11 @@ impl Client {
         let _ = client.me.set(weak.clone());
         rt.spawn(read_loop(weak, incoming, runs));
         client
+    }
+
+    /// The head incarnation of the current session (see [`starling_proto::store_file`]).
+    pub fn head_epoch(&self) -> u64 {
+        self.head_epoch.load(Ordering::Acquire)
     }
 
     pub fn addr(&self) -> &str {
@@ -490,6 +499,7 @@ impl Client {
             .store(self.next.load(Ordering::Acquire), Ordering::Release);
         self.bases.lock().push(welcome.id_base);
         self.id_base.store(welcome.id_base, Ordering::Release);
+        self.head_epoch.store(welcome.epoch, Ordering::Release);
         self.job.store(welcome.job, Ordering::Release);
         if let Sink::Grpc(out) = &self.sink {
             *out.write() = Some(tx);
@@ -548,7 +558,9 @@ impl Client {
         let id = ObjectId(self.next_id());
         let blob = Blob::new(bytes);
         let stored = match &self.local {
-            Some(local) if blob.len() > INLINE_LIMIT => local.write(id, &blob).ok(),
+            Some(local) if blob.len() > INLINE_LIMIT => {
+                local.write(id, self.head_epoch(), &blob).ok()
+            }
             _ => None,
         };
         match stored {
@@ -1002,9 +1014,15 @@ impl Client {
                 let me = self.clone();
                 self.rt.spawn(async move {
                     let spill = me.local.as_ref().map(|l| l.spill_dir.clone());
-                    let fetched =
-                        objects::fetch(object, &location, &me.addr, &me.creds, spill.as_deref())
-                            .await;
+                    let fetched = objects::fetch(
+                        object,
+                        &location,
+                        &me.addr,
+                        &me.creds,
+                        spill.as_deref(),
+                        me.head_epoch(),
+                    )
+                    .await;
                     match fetched {
                         Ok(blob) => {
                             me.refetches.lock().remove(&object);

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use starling_proto::security::Credentials;
+use starling_proto::store_file::StoreHeader;
 use starling_proto::{pb, ObjectId};
 use starling_worker::store::Blob;
 
@@ -24,12 +25,26 @@ impl LocalStore {
         self.dir.join(id.0.to_string())
     }
 
-    /// Writes `bytes` as object `id` (to a temporary name first, so readers never see a partial
-    /// file) and returns its location.
-    pub fn write(&self, id: ObjectId, bytes: &[u8]) -> std::io::Result<pb::ObjectLocation> {
+    /// Writes `bytes` as object `id` of head `epoch`, after the store file header (to a
+    /// temporary name first, so readers never see a partial file) and returns its location.
+    pub fn write(
+        &self,
+        id: ObjectId,
+        epoch: u64,
+        bytes: &[u8],
+    ) -> std::io::Result<pb::ObjectLocation> {
+        use std::io::Write;
         let path = self.path(id);
         let tmp = self.dir.join(format!(".{}.tmp", id.0));
-        starling_proto::dirs::write_file(&tmp, bytes)?;
+        let header = StoreHeader {
+            object: id.0,
+            epoch,
+            size: bytes.len() as u64,
+        };
+        let mut file = starling_proto::dirs::create_file(&tmp)?;
+        file.write_all(&header.encode())?;
+        file.write_all(bytes)?;
+        drop(file);
         std::fs::rename(&tmp, &path)?;
         Ok(pb::ObjectLocation {
             node: self.node,
@@ -41,17 +56,27 @@ impl LocalStore {
     }
 }
 
-/// Maps the file of a located object if it is on this host (in memory or spilled): no copy.
-fn read_local(location: &pb::ObjectLocation, spill_dir: Option<&Path>) -> Option<Blob> {
+/// Maps the file of a located object if it is on this host (in memory or spilled) and its
+/// header says it is that object of this head incarnation: no copy. A file that says otherwise
+/// (left by an earlier head, planted, torn) is not read; the object is fetched from its node.
+fn read_local(
+    object: ObjectId,
+    location: &pb::ObjectLocation,
+    spill_dir: Option<&Path>,
+    epoch: u64,
+) -> Option<Blob> {
     if location.path.is_empty() {
         return None;
     }
     let path = Path::new(&location.path);
-    if let Ok(b) = Blob::map_file(path) {
-        return Some(b);
+    match Blob::map_object(path, object.0, epoch) {
+        Ok(b) => return Some(b),
+        // Refused: the node's object service checks it too and says why.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return None,
+        Err(_) => {}
     }
     let spilled = spill_dir?.join(path.file_name()?);
-    Blob::map_file(&spilled).ok()
+    Blob::map_object(&spilled, object.0, epoch).ok()
 }
 
 /// Gets the bytes of a located object: from the file when it is on this host, else from the
@@ -62,15 +87,19 @@ pub(crate) async fn fetch(
     head: &str,
     creds: &Credentials,
     spill_dir: Option<&Path>,
+    epoch: u64,
 ) -> Result<Blob, Error> {
-    if let Some(b) = read_local(location, spill_dir) {
+    if let Some(b) = read_local(object, location, spill_dir, epoch) {
         return Ok(b);
     }
     if location.path.is_empty() && location.address.is_empty() && location.node != 0 {
         return Err(Error::ObjectLost(object));
     }
     let lost = |why: String| Error::ObjectFetch { object, why };
-    let request = pb::FetchRequest { object: object.0 };
+    let request = pb::FetchRequest {
+        object: object.0,
+        epoch,
+    };
     let mut chunks = if location.address.is_empty() {
         let channel = super::client::connect_channel(creds, head, Duration::from_secs(10))
             .await

@@ -517,9 +517,10 @@ impl Pool {
         let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, args);
         let value = match &done.kind {
             Some(task_done::Kind::Inline(bytes)) => Some(Blob::new(bytes.clone())),
-            Some(task_done::Kind::Stored(_)) => client
-                .local_store()
-                .and_then(|l| Blob::map_file(&l.dir.join(spec.return_object().0.to_string())).ok()),
+            Some(task_done::Kind::Stored(_)) => client.local_store().and_then(|l| {
+                let id = spec.return_object();
+                Blob::map_object(&l.dir.join(id.0.to_string()), id.0, client.head_epoch()).ok()
+            }),
             _ => None,
         };
         self.finished(task, value);
@@ -577,6 +578,7 @@ impl Pool {
                             client.addr(),
                             client.credentials(),
                             spill.as_deref(),
+                            client.head_epoch(),
                         )),
                     };
                     match got {
@@ -639,7 +641,7 @@ impl Pool {
         let kind = match invoked {
             Invoked::Value(bytes) => match client.local_store() {
                 Some(local) if bytes.len() > INLINE_LIMIT => {
-                    match local.write(spec.return_object(), &bytes) {
+                    match local.write(spec.return_object(), client.head_epoch(), &bytes) {
                         Ok(_) => task_done::Kind::Stored(bytes.len() as u64),
                         Err(_) => task_done::Kind::Inline(bytes),
                     }

@@ -173,6 +173,10 @@ pub struct Welcome {
     pub id_base: u64,
     #[prost(uint64, tag = "4")]
     pub worker: u64,
+    /// This head incarnation (random per start): store files carry it, so a file left by an
+    /// earlier start, whose ids repeat, is never read as an object of this one.
+    #[prost(uint64, tag = "5")]
+    pub epoch: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ObjectValue {
@@ -503,6 +507,9 @@ pub struct HeadToNodeBatch {
 pub struct FetchRequest {
     #[prost(uint64, tag = "1")]
     pub object: u64,
+    /// The fetcher's head epoch (0: unknown); a store file of another epoch is refused.
+    #[prost(uint64, tag = "2")]
+    pub epoch: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Chunk {

@@ -339,6 +339,25 @@ pub(crate) struct State {
     next_worker: u64,
     next_node: u64,
     next_job: u64,
+    /// This start of the head (random, never 0): ids repeat across starts, so store files
+    /// carry it and readers refuse files of another (`Welcome::epoch`).
+    pub epoch: u64,
+}
+
+/// A random non-zero epoch for a head that starts now.
+fn new_epoch() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    let mut epoch = u64::from_le_bytes(bytes);
+    if random.is_err() || epoch == 0 {
+        // No random source: the clock and the pid differ between starts all the same.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        epoch = (now.as_nanos() as u64) ^ (u64::from(std::process::id()) << 48) | 1;
+    }
+    epoch
 }
 
 /// The head's shared state.
@@ -373,6 +392,7 @@ impl Head {
                 next_worker: 1,
                 next_node: 1,
                 next_job: first_job.max(1),
+                epoch: new_epoch(),
             }),
             bin_dir,
             heartbeat_timeout,
@@ -462,6 +482,7 @@ impl Head {
             job: 0,
             id_base: client << 40,
             worker: 0,
+            epoch: st.epoch,
         };
         let conn = |job, worker, node| ClientConn {
             tx,

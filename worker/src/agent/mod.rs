@@ -341,6 +341,17 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         spill_dir.clone(),
         config.store_cap_bytes,
     ));
+    if !(fresh_store && fresh_spill) {
+        // Objects a store directory already holds belong to no head this node knows.
+        let removed = disk.clear().map_err(|e| AgentError::io(&store_dir, e))?;
+        if removed > 0 {
+            log.line(format_args!(
+                "removed {removed} object file(s) left in {} or {} by an earlier agent",
+                store_dir.display(),
+                spill_dir.display()
+            ));
+        }
+    }
     let (object_stop, object_stopped) = oneshot::channel::<()>();
     let service =
         pb::object_service_server::ObjectServiceServer::new(ObjectServer { disk: disk.clone() })

@@ -11,6 +11,7 @@
 
 use std::sync::Arc;
 
+use starling_proto::store_file::{HeaderError, StoreHeader, HEADER_LEN};
 use starling_proto::{pb, ObjectId};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -36,8 +37,9 @@ impl pb::object_service_server::ObjectService for ObjectServer {
         &self,
         request: Request<pb::FetchRequest>,
     ) -> Result<Response<Self::FetchStream>, Status> {
-        let id = ObjectId(request.into_inner().object);
-        let (file, path) = self.disk.open(id).await.map_err(|e| {
+        let request = request.into_inner();
+        let id = ObjectId(request.object);
+        let (mut file, path) = self.disk.open(id).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 Status::not_found(format!(
                     "object {id} is not on this node (neither {} nor {})",
@@ -48,11 +50,24 @@ impl pb::object_service_server::ObjectService for ObjectServer {
                 Status::internal(format!("cannot open object {id}: {e}"))
             }
         })?;
-        let total = file
+        let len = file
             .metadata()
             .await
             .map_err(|e| Status::internal(format!("cannot stat {}: {e}", path.display())))?
             .len();
+        // Only the object asked for, of the fetcher's head: never a file that merely has its
+        // name (see `starling_proto::store_file`).
+        let mut header = [0u8; HEADER_LEN];
+        let refused = |why: String| {
+            Status::data_loss(format!("object {id}: {} refused: {why}", path.display()))
+        };
+        file.read_exact(&mut header)
+            .await
+            .map_err(|_| refused(HeaderError::NoHeader.to_string()))?;
+        StoreHeader::decode(&header)
+            .and_then(|h| h.check(id.0, request.epoch, len))
+            .map_err(|e| refused(e.to_string()))?;
+        let total = len - HEADER_LEN as u64;
         // A small window: enough to keep the connection busy, bounded memory per transfer.
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(send_file(file, total, tx));
