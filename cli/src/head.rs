@@ -99,7 +99,13 @@ pub fn run(args: HeadArgs) -> Result<()> {
         data_dir.clone(),
         args.heartbeat_timeout,
         args.start_grace,
-        tls.map(|t| (t, launch_ca)),
+        tls.map(|t| {
+            let cert = (
+                args.tls_cert.clone().unwrap_or_default(),
+                args.tls_key.clone().unwrap_or_default(),
+            );
+            (t, launch_ca, cert)
+        }),
     ));
     if scratch {
         let _ = std::fs::remove_dir_all(&data_dir);
@@ -112,7 +118,7 @@ async fn serve(
     data_dir: PathBuf,
     heartbeat_timeout: Duration,
     start_grace: Duration,
-    tls: Option<(ServerTls, Option<PathBuf>)>,
+    tls: Option<(ServerTls, Option<PathBuf>, (PathBuf, PathBuf))>,
 ) -> Result<()> {
     let mut config = HeadConfig::new(bind, data_dir.clone());
     config.heartbeat_timeout = heartbeat_timeout;
@@ -124,9 +130,9 @@ async fn serve(
         "pass --token-file {} or set {TOKEN_ENV}",
         token_path.display()
     );
-    let (tls, launch_ca) = match tls {
-        Some((t, ca)) => (Some(t), ca),
-        None => (None, None),
+    let (tls, launch_ca, launch_cert) = match tls {
+        Some((t, ca, cert)) => (Some(t), ca, Some(cert)),
+        None => (None, None, None),
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
     config.tls = tls;
@@ -134,6 +140,7 @@ async fn serve(
         data_dir.join("launched"),
         token,
         launch_ca,
+        launch_cert,
     )?);
     config.launcher = Some(launcher.clone());
     let mut handle = head::serve(config).await.context("cannot start the head")?;
@@ -177,18 +184,26 @@ struct LocalLauncher {
     /// Passed to every node it starts.
     token: Token,
     tls_ca: Option<PathBuf>,
+    /// The head's own certificate and key: nodes it starts on its host serve objects with it.
+    tls_cert: Option<(PathBuf, PathBuf)>,
     children: Mutex<HashMap<u32, std::process::Child>>,
     next: std::sync::atomic::AtomicU64,
 }
 
 impl LocalLauncher {
-    fn new(dir: PathBuf, token: Token, tls_ca: Option<PathBuf>) -> Result<Self> {
+    fn new(
+        dir: PathBuf,
+        token: Token,
+        tls_ca: Option<PathBuf>,
+        tls_cert: Option<(PathBuf, PathBuf)>,
+    ) -> Result<Self> {
         let exe = std::env::current_exe().context("cannot find the starling executable")?;
         Ok(LocalLauncher {
             exe,
             dir,
             token,
             tls_ca,
+            tls_cert,
             children: Mutex::new(HashMap::new()),
             next: std::sync::atomic::AtomicU64::new(0),
         })
@@ -247,6 +262,10 @@ impl head::Launcher for LocalLauncher {
             .stderr(err);
         if let Some(ca) = &self.tls_ca {
             cmd.env(TLS_CA_ENV, ca);
+        }
+        if let Some((cert, key)) = &self.tls_cert {
+            cmd.env("STARLING_TLS_CERT", cert)
+                .env("STARLING_TLS_KEY", key);
         }
         if pool.num_cpus_per_node > 0 {
             cmd.arg("--num-cpus")

@@ -65,6 +65,29 @@ pub struct WorkerArgs {
     /// the same address) before exiting with an error.
     #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "60")]
     reconnect_timeout: Duration,
+    /// Where this node's object service listens (other nodes and drivers fetch objects from
+    /// it) [default: this host's address on its route to the head, any free port; give
+    /// 0.0.0.0:PORT to listen on every interface].
+    #[arg(long, value_name = "ADDR")]
+    object_bind: Option<std::net::SocketAddr>,
+    /// Certificate chain (PEM) the object service serves TLS with; required when the head is
+    /// reached over TLS (--tls-ca), so the cluster token never crosses the network in clear.
+    /// It must be signed by the cluster's CA, for this host's address.
+    #[arg(
+        long,
+        value_name = "PEM",
+        env = "STARLING_TLS_CERT",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(
+        long,
+        value_name = "PEM",
+        env = "STARLING_TLS_KEY",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
     #[command(flatten)]
     auth: crate::auth::AuthArgs,
 }
@@ -108,6 +131,13 @@ impl WorkerArgs {
         let mut config = AgentConfig::new(self.head.clone(), resources);
         config.gpu_ids = gpu_ids;
         config.credentials = self.auth.credentials()?;
+        config.object_bind = self.object_bind;
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            config.object_tls = Some(
+                starling_proto::security::ServerTls::read(cert, key)
+                    .context("cannot read the object service's TLS certificate")?,
+            );
+        }
         config.reconnect_timeout = self.reconnect_timeout;
         config.log_to_stderr = true;
         config.pool.clone_from(&self.pool);

@@ -389,6 +389,22 @@ fn tls_carries_the_cluster_traffic() {
         !st.success(),
         &format!("plain text reached a TLS head: {err}"),
     );
+    // Nor does a node whose object service would take the token in clear.
+    let (st, _, err) = output_within(
+        &mut c.command(&["worker", "--head", &c.head, "--connect-timeout", "5"]),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|e| c.fail(&e));
+    c.check(
+        !st.success() && err.contains("object service must serve TLS too"),
+        &format!("a node without an object certificate joined a TLS head: {st}: {err}"),
+    );
+    // The node that joined serves its objects over TLS: it advertises https.
+    let (_, status, _) = c.status();
+    c.check(
+        status.contains("https://127.0.0.1:"),
+        &format!("the node does not advertise TLS objects:\n{status}"),
+    );
     c.assert_running();
 }
 

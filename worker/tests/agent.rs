@@ -320,7 +320,8 @@ fn config(head: &Head, root: &Path, worker: Option<PathBuf>) -> AgentConfig {
         log_dir: root.join("logs"),
         worker_binary: worker,
         cache_dir: root.join("cache"),
-        object_bind: "127.0.0.1:0".parse().expect("socket address"),
+        object_bind: Some("127.0.0.1:0".parse().expect("socket address")),
+        object_tls: None,
         heartbeat: Duration::from_millis(100),
         connect_timeout: Duration::from_secs(5),
         // The fake head takes one registration only: a lost head stays lost.
@@ -669,6 +670,65 @@ fn store_file(dir: &Path, id: u64, epoch: u64, data: &[u8], modified: SystemTime
         .open(&tmp)?
         .set_modified(modified)?;
     std::fs::rename(&tmp, dir.join(id.to_string()))?;
+    Ok(())
+}
+
+/// With a certificate, the object service speaks TLS only: a fetcher trusting the cluster's CA
+/// gets the object, a plain-text one (whose token would cross the network in clear) does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_served_over_tls_when_the_node_has_a_certificate() -> Result<()> {
+    use starling_proto::security::{Credentials, ServerTls, TlsCa};
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/certs");
+    let tmp = TempDir::new("objects-tls")?;
+    let head = Head::start(None, HashMap::new()).await?;
+    let mut cfg = config(&head, &tmp.0, None);
+    cfg.object_tls = Some(ServerTls::read(
+        &certs.join("server.pem"),
+        &certs.join("server.key"),
+    )?);
+    let store = tmp.0.join("store");
+    let agent = start(cfg).await?;
+    let data = vec![7u8; 300_000];
+    store_file(&store, 1, 0, &data, SystemTime::now())?;
+
+    let creds = Credentials {
+        token: None,
+        tls_ca: Some(TlsCa::read(&certs.join("ca.pem"))?),
+    };
+    let https = format!("https://{}", agent.object_address());
+    let channel = creds.endpoint(&https)?.connect().await?;
+    let mut client = pb::object_service_client::ObjectServiceClient::new(channel)
+        .max_decoding_message_size(agent::MAX_MESSAGE_BYTES);
+    let mut chunks = client
+        .fetch(pb::FetchRequest {
+            object: 1,
+            epoch: 0,
+        })
+        .await?
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(c) = tokio::time::timeout(WAIT, chunks.message()).await?? {
+        got.extend_from_slice(&c.data);
+    }
+    assert!(got == data, "the object came back different over TLS");
+
+    let plain = async {
+        let mut client = pb::object_service_client::ObjectServiceClient::connect(format!(
+            "http://{}",
+            agent.object_address()
+        ))
+        .await?;
+        client
+            .fetch(pb::FetchRequest {
+                object: 1,
+                epoch: 0,
+            })
+            .await
+            .map_err(anyhow::Error::from)
+    };
+    let answer = tokio::time::timeout(WAIT, plain).await?;
+    assert!(answer.is_err(), "a plain-text fetch was served");
+    agent.shutdown().await;
     Ok(())
 }
 

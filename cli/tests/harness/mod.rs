@@ -186,6 +186,14 @@ impl Cluster {
     pub fn start_agent(&mut self, name: &str) {
         let node_dir = self.dir.join(name);
         let mut cmd = self.command(&["worker", "--head", &self.head, "--num-cpus", "2"]);
+        if self.tls_ca.is_some() {
+            // Its object service serves TLS as the head does, with a certificate of the CA.
+            let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
+            cmd.arg("--tls-cert")
+                .arg(certs.join("server.pem"))
+                .arg("--tls-key")
+                .arg(certs.join("server.key"));
+        }
         if self.tmpdir.is_none() {
             cmd.arg("--log-dir")
                 .arg(&node_dir)

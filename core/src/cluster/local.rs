@@ -91,7 +91,7 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
     // The head lives and dies with this process: nothing to wait for once it is gone.
     ac.reconnect_timeout = std::time::Duration::ZERO;
     ac.worker_binary = Some(exe);
-    ac.object_bind = loopback(0);
+    ac.object_bind = Some(loopback(0));
     ac.log_dir = data.join("logs");
     ac.spill_dir = data.join("spill");
     ac.cache_dir = data.join("bin-cache");

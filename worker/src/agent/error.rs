@@ -66,6 +66,16 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
+    /// The head is reached over TLS but the object service was given no certificate: it would
+    /// take the cluster token in clear.
+    #[error(
+        "the head is reached over TLS, so this node's object service must serve TLS too: give \
+         it a certificate the cluster's CA signed (starling worker --tls-cert PEM --tls-key PEM)"
+    )]
+    ObjectTlsMissing,
+    /// The object service's certificate or key was refused.
+    #[error("cannot serve objects over TLS: {0}")]
+    ObjectTls(String),
     /// A worker process could not be started.
     #[error("cannot start worker binary {}", binary.display())]
     Spawn {

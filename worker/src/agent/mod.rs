@@ -126,8 +126,13 @@ pub struct AgentConfig {
     pub worker_binary: Option<PathBuf>,
     /// Where downloaded binaries are kept (`<cache_dir>/<build>`).
     pub cache_dir: PathBuf,
-    /// Where the object service listens (port 0: any free port).
-    pub object_bind: SocketAddr,
+    /// Where the object service listens (port 0: any free port). `None`: the address this host
+    /// reaches the head from, any port, so it listens on one interface, not all of them.
+    pub object_bind: Option<SocketAddr>,
+    /// The object service's TLS certificate and key. Required when the head is reached over
+    /// TLS (`credentials` has a CA), so the cluster token never crosses the network in clear;
+    /// the node then advertises `https://` and fetchers verify it against the same CA.
+    pub object_tls: Option<starling_proto::security::ServerTls>,
     /// How often to send a heartbeat (and measure the store).
     pub heartbeat: Duration,
     /// How long to keep trying to reach and register with the head.
@@ -169,7 +174,8 @@ impl AgentConfig {
             log_dir: tmp.join("logs"),
             worker_binary: None,
             cache_dir: tmp.join("bin-cache"),
-            object_bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+            object_bind: None,
+            object_tls: None,
             heartbeat: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(10),
             reconnect_timeout: Duration::from_secs(60),
@@ -296,20 +302,32 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         }
     }
 
-    let listener = TcpListener::bind(config.object_bind)
+    if config.credentials.tls_ca.is_some() && config.object_tls.is_none() {
+        return Err(AgentError::ObjectTlsMissing);
+    }
+    let bind = match config.object_bind {
+        Some(addr) => addr,
+        None => SocketAddr::new(route_to(&uri).await, 0),
+    };
+    let listener = TcpListener::bind(bind)
         .await
-        .map_err(|source| AgentError::Bind {
-            addr: config.object_bind,
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(|source| AgentError::Bind {
-        addr: config.object_bind,
-        source,
-    })?;
+        .map_err(|source| AgentError::Bind { addr: bind, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| AgentError::Bind { addr: bind, source })?;
 
     let deadline = Instant::now() + config.connect_timeout;
     let channel = connect(&config.head, &endpoint, deadline).await?;
-    let object_address = advertised(bound, &uri).await;
+    let object_socket = if bound.ip().is_unspecified() {
+        SocketAddr::new(route_to(&uri).await, bound.port())
+    } else {
+        bound
+    };
+    // Fetchers dial what a node advertises: `https://` when it serves TLS.
+    let object_address = match config.object_tls {
+        Some(_) => format!("https://{object_socket}"),
+        None => object_socket.to_string(),
+    };
     let head = pb::head_client::HeadClient::new(config.credentials.intercept(channel))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -317,7 +335,7 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
     let hello = pb::NodeHello {
         version: starling_proto::PROTOCOL_VERSION,
         resources: Some(pb::Resources::from(&config.resources)),
-        object_address: object_address.to_string(),
+        object_address: object_address.clone(),
         pool: config.pool.clone(),
         store_dir: store_dir.display().to_string(),
         previous_id: 0,
@@ -368,8 +386,14 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
     });
     let service = InterceptedService::new(service, OptionalToken(check));
     let server_log = log.clone();
+    let mut server = Server::builder();
+    if let Some(tls) = &config.object_tls {
+        server = server
+            .tls_config(tls.config())
+            .map_err(|e| AgentError::ObjectTls(e.to_string()))?;
+    }
     tokio::spawn(async move {
-        let served = Server::builder()
+        let served = server
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(starling_proto::security::KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(starling_proto::security::KEEPALIVE_TIMEOUT))
@@ -407,7 +431,7 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         spill_dir,
         log_dir,
         cache_dir,
-        object_address: object_address.to_string(),
+        object_address: object_address.clone(),
         cache,
         disk,
         log,
@@ -419,7 +443,7 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
     let task = tokio::spawn(agent.run(session));
     Ok(AgentHandle {
         node: node_cell,
-        object_address,
+        object_address: object_socket,
         head: head_addr,
         stop,
         task: Some(task),
@@ -664,12 +688,10 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     e.to_string()
 }
 
-/// The object service's address as other hosts should dial it: the bound address, except that
-/// an unspecified IP (`0.0.0.0`) becomes this host's IP on the route to the head.
-async fn advertised(bound: SocketAddr, uri: &str) -> SocketAddr {
-    if !bound.ip().is_unspecified() {
-        return bound;
-    }
+/// This host's IP on its route to the head (loopback if the head's name does not resolve):
+/// where the object service listens by default, and what it advertises when bound to all
+/// interfaces (`0.0.0.0`).
+async fn route_to(uri: &str) -> IpAddr {
     let mut ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
     if let Ok(parsed) = uri.parse::<tonic::transport::Uri>() {
         if let Some(host) = parsed.host() {
@@ -695,7 +717,7 @@ async fn advertised(bound: SocketAddr, uri: &str) -> SocketAddr {
             }
         }
     }
-    SocketAddr::new(ip, bound.port())
+    ip
 }
 
 /// A registration with a head: the node id, the node stream both ways, and ops that came
@@ -956,11 +978,11 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn advertises_a_routable_address() {
-        let bound: SocketAddr = "0.0.0.0:4321".parse().unwrap();
-        let a = advertised(bound, "http://127.0.0.1:7000").await;
-        assert_eq!(a, "127.0.0.1:4321".parse().unwrap());
-        let specific: SocketAddr = "127.0.0.1:5".parse().unwrap();
-        assert_eq!(advertised(specific, "http://x:1").await, specific);
+    async fn the_route_to_the_head_gives_this_host_s_address() {
+        let ip = route_to("http://127.0.0.1:7000").await;
+        assert_eq!(ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        // A head whose name does not resolve: loopback, never all interfaces.
+        let ip = route_to("http://no-such-host.invalid:1").await;
+        assert_eq!(ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
     }
 }
