@@ -886,3 +886,86 @@ fn python_payloads_need_no_shebang_nor_execute_bit() {
         &format!("`main.py --fast` did not run with python3:\n{log}"),
     );
 }
+
+/// A job's processes hold a credential of their job, not the cluster token: with it a job acts
+/// on itself (its status) but cannot cancel, read the logs of, or submit another job, nor change
+/// pools. Ray gives every worker full cluster rights; here a payload has only its own.
+#[test]
+fn a_job_s_credential_reaches_its_own_job_and_nothing_else() {
+    let c = Cluster::start("scoped", 0);
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "p",
+        "--max-nodes",
+        "2",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    let holder = c.script_payload("holder", "echo holding\nsleep 300");
+    let out = c.cli_ok(&[
+        "job",
+        "submit",
+        "--pool",
+        "p",
+        "--entrypoint",
+        "run.sh",
+        &holder,
+    ]);
+    let a = out.lines().next().unwrap_or_default().trim().to_string();
+    let deadline = Instant::now() + PAYLOAD;
+    while !c.cli_ok(&["job", "logs", &a]).contains("holding") {
+        c.check(Instant::now() < deadline, "the holding job never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let probe = c.script_payload(
+        "probe",
+        r#"case "$STARLING_TOKEN" in job*) echo scoped=yes;; *) echo scoped=no;; esac
+"$1" job cancel "$2" 2>&1; echo "cancel_other=$?"
+"$1" job logs "$2" 2>&1; echo "logs_other=$?"
+"$1" job submit --pool p --entrypoint run.sh "$3" 2>&1; echo "submit=$?"
+"$1" pool delete p 2>&1; echo "pool_delete=$?"
+"$1" job status "$STARLING_JOB_ID" 2>&1; echo "status_own=$?""#,
+    );
+    let out = c.cli_ok(&[
+        "job",
+        "submit",
+        "--pool",
+        "p",
+        "--entrypoint",
+        "run.sh",
+        "--wait",
+        &probe,
+        "--",
+        STARLING,
+        &a,
+        &holder,
+    ]);
+    let b = out.lines().next().unwrap_or_default().trim().to_string();
+    let log = c.cli_ok(&["job", "logs", &b]);
+    for (line, what) in [
+        ("scoped=yes", "the entrypoint holds a job credential"),
+        ("cancel_other=1", "cancelling another job is refused"),
+        ("logs_other=1", "reading another job's logs is refused"),
+        ("submit=1", "submitting a job is refused"),
+        ("pool_delete=1", "deleting a pool is refused"),
+        ("status_own=0", "the job reads its own status"),
+    ] {
+        c.check(log.contains(line), &format!("{what}: no {line} in:\n{log}"));
+    }
+    c.check(
+        log.contains(&format!("cannot act on job {a}")) && log.contains("needs the cluster token"),
+        &format!("the refusals do not say why:\n{log}"),
+    );
+    c.check(
+        !log.contains("holding"),
+        &format!("job {b} read job {a}'s log:\n{log}"),
+    );
+    let status = c.cli_ok(&["job", "status", &a]);
+    c.check(
+        status.contains("RUNNING"),
+        &format!("job {a} was touched by job {b}:\n{status}"),
+    );
+    let out = c.cli_ok(&["job", "cancel", &a]);
+    c.check(out.contains("CANCEL"), &out);
+}

@@ -157,6 +157,21 @@ impl Token {
         &self.0
     }
 
+    /// The credential of one job, derived from this cluster token: `job<id>.<hex>`, the hex
+    /// being HMAC-SHA256 of the job id keyed with the cluster token. Whoever holds the cluster
+    /// token (the head, node agents) can check it without a table; whoever holds only a job's
+    /// credential cannot forge another job's, nor recover the cluster token. Worker processes
+    /// and job entrypoints get this instead of the cluster token (see [`Scope`]).
+    pub fn for_job(&self, job: crate::JobId) -> Token {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.0.as_bytes());
+        Token(job_credential(&key, job.0).into())
+    }
+
+    /// The job a job credential belongs to (`None` for a cluster token).
+    pub fn job(&self) -> Option<crate::JobId> {
+        parse_job_credential(&self.0).map(|(job, _)| crate::JobId(job))
+    }
+
     fn header(&self) -> MetadataValue<Ascii> {
         // `parse` and `generate` admit only visible ASCII, so this cannot fail.
         format!("Bearer {}", self.0)
@@ -166,6 +181,64 @@ impl Token {
 }
 
 /// Compares two byte strings in time that depends only on their lengths.
+fn job_credential(key: &ring::hmac::Key, job: u64) -> String {
+    let tag = ring::hmac::sign(key, format!("starling job credential {job}").as_bytes());
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("job{job}.{hex}")
+}
+
+fn parse_job_credential(s: &str) -> Option<(u64, &str)> {
+    let (job, tag) = s.strip_prefix("job")?.split_once('.')?;
+    Some((job.parse().ok()?, tag))
+}
+
+/// What a caller may do, as its credential says: set on each request by [`RequireToken`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The cluster token: everything.
+    Cluster,
+    /// A job's credential ([`Token::for_job`]): run tasks, read and write objects and the
+    /// job's own status, logs and result; never register nodes, submit, cancel or delete other
+    /// jobs, change pools or read other jobs' logs.
+    Job(crate::JobId),
+}
+
+impl Scope {
+    /// The scope [`RequireToken`] gave `request` (a server without a token: the cluster's).
+    pub fn of<T>(request: &Request<T>) -> Scope {
+        request
+            .extensions()
+            .get::<Scope>()
+            .copied()
+            .unwrap_or(Scope::Cluster)
+    }
+
+    /// `Ok` if this scope may act on `job`'s behalf (its status, logs, result, cancel).
+    #[allow(clippy::result_large_err)]
+    pub fn may_touch(&self, job: u64) -> Result<(), Status> {
+        match self {
+            Scope::Cluster => Ok(()),
+            Scope::Job(own) if own.0 == job => Ok(()),
+            Scope::Job(own) => Err(Status::permission_denied(format!(
+                "a credential of job {} cannot act on job {job}",
+                own.0
+            ))),
+        }
+    }
+
+    /// `Ok` only for the cluster token (registering nodes, submitting jobs, pools).
+    #[allow(clippy::result_large_err)]
+    pub fn require_cluster(&self, what: &str) -> Result<(), Status> {
+        match self {
+            Scope::Cluster => Ok(()),
+            Scope::Job(own) => Err(Status::permission_denied(format!(
+                "a credential of job {} cannot {what}: that needs the cluster token",
+                own.0
+            ))),
+        }
+    }
+}
+
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -364,27 +437,49 @@ impl tonic::service::Interceptor for AttachToken {
 #[derive(Clone, Debug)]
 pub struct RequireToken {
     expected: Arc<[u8]>,
+    /// Job credentials are checked against HMACs keyed with the cluster token.
+    key: Arc<ring::hmac::Key>,
     hint: Arc<str>,
 }
 
 impl RequireToken {
-    /// Accepts `token`; a refused client is told `hint` (how to get the token).
+    /// Accepts `token` (scope [`Scope::Cluster`]) and the job credentials derived from it
+    /// ([`Token::for_job`], scope [`Scope::Job`]); a refused client is told `hint` (how to get
+    /// the token).
     pub fn new(token: &Token, hint: impl Into<String>) -> Self {
         RequireToken {
             expected: format!("Bearer {}", token.0).into_bytes().into(),
+            key: Arc::new(ring::hmac::Key::new(
+                ring::hmac::HMAC_SHA256,
+                token.0.as_bytes(),
+            )),
             hint: hint.into().into(),
         }
+    }
+
+    fn scope(&self, presented: &[u8]) -> Option<Scope> {
+        if constant_time_eq(presented, &self.expected) {
+            return Some(Scope::Cluster);
+        }
+        let presented = std::str::from_utf8(presented)
+            .ok()?
+            .strip_prefix("Bearer ")?;
+        let (job, _) = parse_job_credential(presented)?;
+        let expected = job_credential(&self.key, job);
+        constant_time_eq(presented.as_bytes(), expected.as_bytes())
+            .then_some(Scope::Job(crate::JobId(job)))
     }
 }
 
 impl tonic::service::Interceptor for RequireToken {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         let presented = request
             .metadata()
             .get(AUTHORIZATION)
             .map(|v| v.as_bytes())
             .unwrap_or_default();
-        if constant_time_eq(presented, &self.expected) {
+        if let Some(scope) = self.scope(presented) {
+            request.extensions_mut().insert(scope);
             Ok(request)
         } else {
             Err(Status::unauthenticated(format!(
@@ -434,6 +529,45 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"abcd"));
         assert!(!constant_time_eq(b"", b"a"));
+    }
+
+    #[test]
+    fn a_job_credential_is_its_job_s_alone() {
+        use tonic::service::Interceptor;
+        let cluster = Token::parse("cluster-secret").unwrap();
+        let job7 = cluster.for_job(crate::JobId(7));
+        assert_eq!(job7.job(), Some(crate::JobId(7)));
+        assert_eq!(cluster.job(), None);
+        assert_ne!(job7, cluster.for_job(crate::JobId(8)));
+        assert!(!job7.expose().contains("cluster-secret"));
+        let mut check = RequireToken::new(&cluster, "hint");
+        let scope = |check: &mut RequireToken, t: &str| {
+            let mut r = Request::new(());
+            r.metadata_mut()
+                .insert(AUTHORIZATION, format!("Bearer {t}").parse().unwrap());
+            check.call(r).map(|r| Scope::of(&r)).map_err(|_| ())
+        };
+        assert_eq!(scope(&mut check, "cluster-secret").unwrap(), Scope::Cluster);
+        assert_eq!(
+            scope(&mut check, job7.expose()).unwrap(),
+            Scope::Job(crate::JobId(7))
+        );
+        // Another job's id with job 7's tag, a made-up tag, another cluster's credential.
+        let forged = job7.expose().replacen("job7.", "job8.", 1);
+        assert!(scope(&mut check, &forged).is_err());
+        assert!(scope(&mut check, "job7.00ff").is_err());
+        let other = Token::parse("another-cluster")
+            .unwrap()
+            .for_job(crate::JobId(7));
+        assert!(scope(&mut check, other.expose()).is_err());
+        let s = Scope::Job(crate::JobId(7));
+        assert!(s.may_touch(7).is_ok());
+        assert_eq!(
+            s.may_touch(8).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
+        assert!(s.require_cluster("register a node").is_err());
+        assert!(Scope::Cluster.may_touch(8).is_ok());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use starling_proto::pb::{self, client_op, node_op};
+use starling_proto::security::Scope;
 use starling_proto::{NodeId, ObjectId};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -197,6 +198,7 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<Streaming<pb::ClientBatch>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let scope = Scope::of(&request);
         let mut incoming = request.into_inner();
         let first = incoming
             .message()
@@ -207,6 +209,13 @@ impl pb::head_server::Head for HeadService {
             Some(client_op::Kind::Hello(h)) => h,
             _ => return Err(Status::invalid_argument("a session must start with hello")),
         };
+        // A job's processes join that job (its workers, its entrypoint); a new driver, a job
+        // of its own, needs the cluster token.
+        if hello.job == 0 {
+            scope.require_cluster("start a driver of a new job")?;
+        } else {
+            scope.may_touch(hello.job)?;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let client = self
             .head
@@ -243,6 +252,7 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<Streaming<pb::NodeBatch>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
+        Scope::of(&request).require_cluster("register a node")?;
         let mut incoming = request.into_inner();
         let first = incoming
             .message()
@@ -352,6 +362,7 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<pb::JobSpec>,
     ) -> Result<Response<pb::JobInfo>, Status> {
+        Scope::of(&request).require_cluster("submit a job")?;
         let head = self.head.clone();
         let spec = request.into_inner();
         let info = tokio::task::spawn_blocking(move || head.submit_job(spec))
@@ -362,14 +373,19 @@ impl pb::head_server::Head for HeadService {
 
     async fn list_jobs(
         &self,
-        _request: Request<pb::Empty>,
+        request: Request<pb::Empty>,
     ) -> Result<Response<pb::JobList>, Status> {
-        let jobs = self.head.state.lock().jobs.list();
+        let scope = Scope::of(&request);
+        let mut jobs = self.head.state.lock().jobs.list();
+        // A job's credential sees its own job only.
+        jobs.retain(|j| scope.may_touch(j.id).is_ok());
         Ok(Response::new(pb::JobList { jobs }))
     }
 
     async fn get_job(&self, request: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
+        let scope = Scope::of(&request);
         let id = request.into_inner().id;
+        scope.may_touch(id)?;
         let (info, path) = {
             let g = self.head.state.lock();
             (g.jobs.info(id), g.jobs.result_path(id))
@@ -385,15 +401,17 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<pb::JobRef>,
     ) -> Result<Response<pb::JobInfo>, Status> {
-        Ok(Response::new(
-            self.head.cancel_job(request.into_inner().id)?,
-        ))
+        let scope = Scope::of(&request);
+        let id = request.into_inner().id;
+        scope.may_touch(id)?;
+        Ok(Response::new(self.head.cancel_job(id)?))
     }
 
     async fn delete_job(
         &self,
         request: Request<pb::JobRef>,
     ) -> Result<Response<pb::Empty>, Status> {
+        Scope::of(&request).require_cluster("delete a job")?;
         self.head
             .state
             .lock()
@@ -406,7 +424,9 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<pb::LogRequest>,
     ) -> Result<Response<pb::LogChunk>, Status> {
+        let scope = Scope::of(&request);
         let r = request.into_inner();
+        scope.may_touch(r.job)?;
         let (path, ended, instances) = {
             let g = self.head.state.lock();
             let info = g
@@ -450,11 +470,10 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<pb::JobResult>,
     ) -> Result<Response<pb::Empty>, Status> {
-        self.head
-            .state
-            .lock()
-            .jobs
-            .set_result(request.into_inner())?;
+        let scope = Scope::of(&request);
+        let result = request.into_inner();
+        scope.may_touch(result.job)?;
+        self.head.state.lock().jobs.set_result(result)?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -462,6 +481,7 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<pb::PoolSpec>,
     ) -> Result<Response<pb::PoolInfo>, Status> {
+        Scope::of(&request).require_cluster("create a pool")?;
         let can_launch = self.head.launcher.is_some();
         let info = {
             let mut g = self.head.state.lock();
@@ -509,6 +529,7 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<pb::PoolRef>,
     ) -> Result<Response<pb::Empty>, Status> {
+        Scope::of(&request).require_cluster("delete a pool")?;
         let name = request.into_inner().name;
         let stop = self.head.state.lock().jobs.delete_pool(&name)?;
         if let Some(l) = &self.head.launcher {

@@ -98,6 +98,19 @@ pub mod env {
     pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 }
 
+/// The value of environment variable `name` for a process of `job`: the cluster token becomes
+/// the job's own credential (`Token::for_job`), so a task or an entrypoint can act on its job
+/// and nothing else (see `starling_proto::security::Scope`); other variables pass unchanged.
+pub(crate) fn for_job(name: &str, value: &str, job: JobId) -> String {
+    if name != starling_proto::security::TOKEN_ENV {
+        return value.to_string();
+    }
+    match starling_proto::security::Token::parse(value) {
+        Ok(token) if token.job().is_none() => token.for_job(job).expose().to_string(),
+        _ => value.to_string(),
+    }
+}
+
 /// How to run a node agent.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {

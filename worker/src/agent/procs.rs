@@ -441,12 +441,17 @@ async fn spawn_worker(
 ) -> Result<(u32, Proc), AgentError> {
     let mut cmd = Command::new(binary);
     die_with_agent(&mut cmd);
-    cmd.envs(config.env.iter().map(|(k, v)| (*k, v.as_str())))
-        .env(env::JOB_ID, job.0.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    cmd.envs(
+        config
+            .env
+            .iter()
+            .map(|(k, v)| (*k, super::for_job(k, v, job))),
+    )
+    .env(env::JOB_ID, job.0.to_string())
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
     let mut attempt = 0;
     let mut child = loop {
         match cmd.spawn() {
