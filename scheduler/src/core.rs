@@ -141,6 +141,8 @@ pub(crate) struct Class {
     pub queue: VecDeque<TaskId>,
     /// Moving average of how long one task of the class runs, in microseconds (0: unknown).
     pub avg_runtime_us: f64,
+    /// Whether the slot holds a class (a freed one waits in `Core::free_classes` for reuse).
+    pub live: bool,
 }
 
 /// Counters for `status` and the benches.
@@ -170,6 +172,11 @@ pub struct Core {
     pub(crate) workers: IdMap<WorkerId, WorkerState>,
     pub(crate) classes: Vec<Class>,
     pub(crate) class_index: HashMap<(ResourceSet, SchedulingStrategy, JobId), u32>,
+    /// Slots of classes freed with their job, reused before `classes` grows, so `schedule`
+    /// walks the classes of live jobs only.
+    pub(crate) free_classes: Vec<u32>,
+    /// The class last looked up (most programs submit runs of one shape).
+    pub(crate) last_class: Option<u32>,
     /// Classes with queued tasks, scanned by `schedule`.
     pub(crate) infeasible: Vec<TaskId>,
     pub(crate) spread_cursor: usize,
@@ -296,29 +303,72 @@ impl Core {
             .unwrap_or_default()
     }
 
+    /// Scheduling classes in use (those of live jobs).
+    pub fn class_count(&self) -> usize {
+        self.class_index.len()
+    }
+
+    /// Slots of the class table, live or free: what `schedule` walks.
+    pub fn class_slots(&self) -> usize {
+        self.classes.len()
+    }
+
     pub(crate) fn class_of(&mut self, spec: &TaskSpec) -> u32 {
         // Most programs use a handful of shapes; checking the last one first skips the hash.
-        if let Some(last) = self.classes.last() {
-            if last.resources == spec.resources
+        if let Some(id) = self.last_class {
+            let last = &self.classes[id as usize];
+            if last.live
+                && last.resources == spec.resources
                 && last.strategy == spec.strategy
                 && last.job == spec.job
             {
-                return self.classes.len() as u32 - 1;
+                return id;
             }
         }
         let key = (spec.resources.clone(), spec.strategy, spec.job);
         if let Some(c) = self.class_index.get(&key) {
+            self.last_class = Some(*c);
             return *c;
         }
-        let id = self.classes.len() as u32;
-        self.classes.push(Class {
+        let class = Class {
             resources: spec.resources.clone(),
             strategy: spec.strategy,
             job: spec.job,
             queue: VecDeque::new(),
             avg_runtime_us: 0.0,
-        });
+            live: true,
+        };
+        let id = match self.free_classes.pop() {
+            Some(id) => {
+                self.classes[id as usize] = class;
+                id
+            }
+            None => {
+                self.classes.push(class);
+                self.classes.len() as u32 - 1
+            }
+        };
         self.class_index.insert(key, id);
+        self.last_class = Some(id);
         id
+    }
+
+    /// Frees the classes of `job`, which has ended and has no task left.
+    pub(crate) fn free_classes_of(&mut self, job: JobId) {
+        for (id, class) in self.classes.iter_mut().enumerate() {
+            if class.live && class.job == job {
+                class.live = false;
+                class.queue = VecDeque::new();
+                self.class_index
+                    .remove(&(class.resources.clone(), class.strategy, class.job));
+                self.free_classes.push(id as u32);
+            }
+        }
+        if self
+            .last_class
+            .is_some_and(|c| !self.classes[c as usize].live)
+        {
+            self.last_class = None;
+        }
     }
 }

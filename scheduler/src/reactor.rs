@@ -676,6 +676,10 @@ pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usiz
     for node in &mut core.nodes {
         node.requested_workers.remove(&job);
     }
+    // Every task of the job is gone: its classes go too, so `schedule` never walks them again.
+    if !core.tasks.values().any(|e| e.spec.job == job) {
+        core.free_classes_of(job);
+    }
     n
 }
 

@@ -2166,3 +2166,50 @@ fn a_job_s_pending_worker_requests_never_hold_back_another_job_and_end_with_it()
         "A's old requests no longer count once it ended"
     );
 }
+
+#[test]
+fn a_job_s_scheduling_classes_end_with_it_and_their_slots_are_reused() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(4.0), []);
+    reactor::on_job_worker_added(&mut c.core, N1, JobId(1), WorkerId(1));
+    reactor::on_job_worker_added(&mut c.core, N1, JobId(2), WorkerId(2));
+    let of = |job: u64, id: u64, cpus: f64| {
+        let mut spec = with_resources(task(id, vec![]), ResourceSet::cpus(cpus));
+        spec.job = JobId(job);
+        spec
+    };
+    // Job 1: three shapes, one running and two queued.
+    c.submit(of(1, 1, 1.0));
+    c.submit(of(1, 2, 0.5));
+    c.submit(of(1, 3, 0.25));
+    let sent = c.schedule();
+    assert!(
+        sent.contains(&Sent::Dispatch(N1, WorkerId(1), TaskId(1))),
+        "{sent:?}"
+    );
+    assert_eq!(c.core.class_count(), 3);
+    assert_eq!(reactor::on_job_ended(&mut c.core, &mut c.t, JobId(1)), 3);
+    c.t.take();
+    assert_eq!(c.core.class_count(), 0, "an ended job keeps no class");
+    let w = WorkerId(1);
+    on_task_done(&mut c.core, &mut c.t, w, TaskId(1), stored());
+    c.t.take();
+    // Job 2 takes freed slots: the table does not grow, and its tasks run as usual.
+    c.submit(of(2, 4, 1.0));
+    c.submit(of(2, 5, 2.0));
+    assert_eq!(c.core.class_count(), 2);
+    assert_eq!(c.core.class_slots(), 3, "freed slots are reused");
+    // Job 2's one worker runs both, one after the other.
+    let mut ran = Vec::new();
+    for _ in 0..2 {
+        let sent = c.schedule();
+        let Some(Sent::Dispatch(_, _, t)) = sent.iter().find(|s| matches!(s, Sent::Dispatch(..)))
+        else {
+            panic!("nothing dispatched: {sent:?}");
+        };
+        ran.push(t.0);
+        c.succeed(t.0);
+    }
+    ran.sort_unstable();
+    assert_eq!(ran, [4, 5]);
+    assert_eq!(c.core.stats().succeeded, 2);
+}
