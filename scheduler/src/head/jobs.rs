@@ -202,18 +202,14 @@ pub(crate) struct Jobs {
     pub head_addr: String,
     /// See [`START_GRACE`].
     pub start_grace: Duration,
+    /// Where its file writes go: a thread of their own, never under the head's lock.
+    files: super::files::Files,
 }
 
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    starling_proto::dirs::write_file(&tmp, bytes)?;
-    std::fs::rename(tmp, path)
 }
 
 /// The message of a job that was unfinished when the head restarted (it is FAILED).
@@ -237,6 +233,7 @@ impl Jobs {
             node_pid: HashMap::new(),
             head_addr: String::new(),
             start_grace: START_GRACE,
+            files: super::files::Files::start(),
         };
         let mut max_id = 0;
         for entry in std::fs::read_dir(&jobs.dir)?.flatten() {
@@ -286,20 +283,25 @@ impl Jobs {
         let Some(rec) = self.jobs.get(&id) else {
             return;
         };
-        let dir = self.job_dir(id);
-        let _ = starling_proto::dirs::create_dir(&dir);
-        // Losing the table is worse than a failed write; a failed write is retried on the
-        // job's next change.
-        let _ = write_atomic(&dir.join("job.pb"), &rec.info.encode_to_vec());
+        // Queued, in order, for the file thread: the lock is never held over a write. A
+        // failed write is retried on the job's next change.
+        self.files
+            .write(self.job_dir(id).join("job.pb"), rec.info.encode_to_vec());
     }
 
     fn persist_pool(&self, name: &str) {
         if let Some(p) = self.pools.get(name) {
-            let _ = write_atomic(
-                &self.pool_dir.join(format!("{}.pb", hex(name))),
-                &p.spec.encode_to_vec(),
+            self.files.write(
+                self.pool_dir.join(format!("{}.pb", hex(name))),
+                p.spec.encode_to_vec(),
             );
         }
+    }
+
+    /// A handle on the table's file thread: [`Files::flush`](super::files::Files::flush) it,
+    /// outside the lock, before reading a file the table writes.
+    pub(crate) fn files(&self) -> super::files::Files {
+        self.files.clone()
     }
 
     /// A node joined: remember its agent's pid; a node of a named pool waits for a job.
@@ -409,7 +411,6 @@ impl Jobs {
         out: &Outbox,
         id: u64,
         mut spec: pb::JobSpec,
-        bin_dir: &Path,
     ) -> Result<pb::JobInfo, Status> {
         let refuse = |m: String| Err(Status::invalid_argument(m));
         if spec.target_instances < 1 {
@@ -468,20 +469,8 @@ impl Jobs {
             ));
         }
         let payload = spec.payload.clone().unwrap_or_default();
-        match &payload.kind {
-            Some(pb::payload::Kind::Binary(b)) => {
-                if !valid_id(b) || !bin_dir.join(b).is_file() {
-                    return refuse(format!("payload binary {b} was not uploaded"));
-                }
-            }
-            Some(pb::payload::Kind::Directory(d)) => {
-                if !valid_id(d) || !bin_dir.join(d).is_file() {
-                    return refuse(format!("payload directory {d} was not uploaded"));
-                }
-                check_entrypoint(&bin_dir.join(d), &payload.entrypoint, &payload.command)
-                    .map_err(Status::invalid_argument)?;
-            }
-            None => return refuse("a job needs a payload".into()),
+        if payload.kind.is_none() {
+            return refuse("a job needs a payload".into());
         }
         if payload.command.len() > MAX_COMMAND_WORDS
             || payload
@@ -911,7 +900,7 @@ impl Jobs {
             )));
         }
         self.jobs.remove(&id);
-        let _ = std::fs::remove_dir_all(self.job_dir(id));
+        self.files.remove_dir(self.job_dir(id));
         Ok(())
     }
 
@@ -921,8 +910,8 @@ impl Jobs {
         let rec = self.jobs.get_mut(&id).ok_or_else(|| unknown_job(id))?;
         match r.kind {
             Some(job_result::Kind::Value(v)) => {
-                let path = self.dir.join(id.to_string()).join("result.bin");
-                write_atomic(&path, &v).map_err(|e| Status::internal(e.to_string()))?;
+                self.files
+                    .write(self.dir.join(id.to_string()).join("result.bin"), v);
             }
             Some(job_result::Kind::Error(e)) => {
                 rec.info.message = format!("{}: {}", e.type_name, e.message);
@@ -1015,7 +1004,8 @@ impl Jobs {
             .pools
             .remove(name)
             .ok_or_else(|| Status::not_found(format!("unknown pool `{name}`")))?;
-        let _ = std::fs::remove_file(self.pool_dir.join(format!("{}.pb", hex(name))));
+        self.files
+            .remove_file(self.pool_dir.join(format!("{}.pb", hex(name))));
         Ok(p.launched
             .values()
             .copied()
@@ -1271,6 +1261,31 @@ fn failure_message(rec: &JobRec, code: i32, last: Option<String>) -> String {
     m
 }
 
+/// Checks that a job's payload was uploaded and, for a directory, that its entrypoint is in it
+/// and can run. It reads the payload's archive, so the head calls it before taking its lock;
+/// [`Jobs::submit`] checks the rest.
+#[allow(clippy::result_large_err)]
+pub(crate) fn check_payload(spec: &pb::JobSpec, bin_dir: &Path) -> Result<(), Status> {
+    let refuse = |why: String| Err(Status::invalid_argument(why));
+    let payload = spec.payload.clone().unwrap_or_default();
+    match &payload.kind {
+        Some(pb::payload::Kind::Binary(b)) => {
+            if !valid_id(b) || !bin_dir.join(b).is_file() {
+                return refuse(format!("payload binary {b} was not uploaded"));
+            }
+        }
+        Some(pb::payload::Kind::Directory(d)) => {
+            if !valid_id(d) || !bin_dir.join(d).is_file() {
+                return refuse(format!("payload directory {d} was not uploaded"));
+            }
+            check_entrypoint(&bin_dir.join(d), &payload.entrypoint, &payload.command)
+                .map_err(Status::invalid_argument)?;
+        }
+        None => return refuse("a job needs a payload".into()),
+    }
+    Ok(())
+}
+
 /// Refuses a directory payload whose entrypoint is missing, or not executable when no
 /// command runs it.
 fn check_entrypoint(archive: &Path, entrypoint: &str, command: &[String]) -> Result<(), String> {
@@ -1350,6 +1365,31 @@ mod tests {
         (root, jobs, out)
     }
 
+    #[test]
+    fn the_table_changes_without_waiting_for_its_disk() {
+        let (root, mut jobs, out) = setup("stalled");
+        let files = jobs.files();
+        // A disk that does not answer: the table goes on, nothing is written meanwhile.
+        let hold = files.stall();
+        let info = jobs.submit(&out, 7, valid()).expect("accepted");
+        jobs.set_result(pb::JobResult {
+            job: info.id,
+            kind: Some(job_result::Kind::Value(b"42".to_vec())),
+        })
+        .expect("a result");
+        let job_pb = root.join("jobs").join("7").join("job.pb");
+        assert!(!job_pb.exists(), "a write happened while the disk stalled");
+        // The disk answers: what was decided is written, in order.
+        drop(hold);
+        files.flush();
+        let kept = pb::JobInfo::decode(std::fs::read(&job_pb).unwrap().as_slice()).unwrap();
+        assert_eq!(kept.id, 7);
+        assert_eq!(std::fs::read(jobs.result_path(7)).unwrap(), b"42");
+        let (again, _) = Jobs::load(&root).unwrap();
+        assert!(again.info(7).is_some(), "a restarted head finds the job");
+        let _ = std::fs::remove_dir_all(root);
+    }
+
     fn valid() -> pb::JobSpec {
         pb::JobSpec {
             pool: "p".into(),
@@ -1364,8 +1404,8 @@ mod tests {
     }
 
     fn refusal(jobs: &mut Jobs, out: &Outbox, root: &Path, spec: pb::JobSpec) -> String {
-        let s = jobs
-            .submit(out, 1, spec, &root.join("binaries"))
+        let s = check_payload(&spec, &root.join("binaries"))
+            .and_then(|()| jobs.submit(out, 1, spec))
             .expect_err("refused");
         assert!(
             matches!(
@@ -1554,7 +1594,7 @@ mod tests {
             let mut spec = spec;
             let n = rng.below(16);
             spec.input = rng.bytes(n);
-            match jobs.submit(&out, next, spec.clone(), &bin) {
+            match check_payload(&spec, &bin).and_then(|()| jobs.submit(&out, next, spec.clone())) {
                 Ok(info) => {
                     accepted += 1;
                     let s = info.spec.expect("a job keeps its spec");

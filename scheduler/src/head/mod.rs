@@ -14,6 +14,7 @@
 // allocation into each call site.
 #![allow(clippy::result_large_err)]
 
+mod files;
 pub mod jobs;
 mod service;
 pub(crate) mod state;
@@ -160,6 +161,9 @@ impl HeadHandle {
         if let Some(j) = self.join.take() {
             let _ = j.await;
         }
+        // The job table's last changes are on disk before the head is gone.
+        let files = self.service.files();
+        let _ = tokio::task::spawn_blocking(move || files.flush()).await;
     }
 
     /// Runs until the server stops.

@@ -63,6 +63,11 @@ impl HeadService {
         self.head.close_all();
     }
 
+    /// The job table's file thread.
+    pub(crate) fn files(&self) -> super::files::Files {
+        self.head.state.lock().jobs.files()
+    }
+
     /// Declares nodes dead once they miss heartbeats for the configured timeout.
     pub(crate) fn spawn_heartbeat_monitor(&self) {
         let head = Arc::downgrade(&self.head);
@@ -386,11 +391,15 @@ impl pb::head_server::Head for HeadService {
         let scope = Scope::of(&request);
         let id = request.into_inner().id;
         scope.may_touch(id)?;
-        let (info, path) = {
+        let (info, path, files) = {
             let g = self.head.state.lock();
-            (g.jobs.info(id), g.jobs.result_path(id))
+            (g.jobs.info(id), g.jobs.result_path(id), g.jobs.files())
         };
         let mut info = info.ok_or_else(|| Status::not_found(format!("unknown job {id}")))?;
+        // The result is written by the file thread: wait for what was queued, off the lock.
+        tokio::task::spawn_blocking(move || files.flush())
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
         if let Ok(v) = tokio::fs::read(&path).await {
             info.result = v;
         }

@@ -446,11 +446,13 @@ impl Head {
 
     /// Submits a multi-node job.
     pub fn submit_job(&self, spec: pb::JobSpec) -> Result<pb::JobInfo, Status> {
+        // Reads the payload's archive: before the lock.
+        super::jobs::check_payload(&spec, &self.bin_dir)?;
         let info = {
             let mut g = self.state.lock();
             let st = &mut *g;
             let id = st.next_job;
-            let info = st.jobs.submit(&st.out, id, spec, &self.bin_dir)?;
+            let info = st.jobs.submit(&st.out, id, spec)?;
             st.next_job += 1;
             info
         };
