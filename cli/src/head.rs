@@ -52,6 +52,10 @@ pub struct HeadArgs {
     /// The private key of --tls-cert (PEM).
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Memory the head keeps values in (small task results, remote drivers' puts); past it
+    /// they go to DATA_DIR/values. Accepts K, M, G, T suffixes.
+    #[arg(long, value_name = "BYTES", value_parser = crate::parse::bytes, default_value = "2G")]
+    value_budget: u64,
 }
 
 fn parse_heartbeat_timeout(s: &str) -> Result<Duration, String> {
@@ -99,6 +103,7 @@ pub fn run(args: HeadArgs) -> Result<()> {
         data_dir.clone(),
         args.heartbeat_timeout,
         args.start_grace,
+        args.value_budget,
         tls.map(|t| {
             let cert = (
                 args.tls_cert.clone().unwrap_or_default(),
@@ -118,9 +123,11 @@ async fn serve(
     data_dir: PathBuf,
     heartbeat_timeout: Duration,
     start_grace: Duration,
+    value_budget: u64,
     tls: Option<(ServerTls, Option<PathBuf>, (PathBuf, PathBuf))>,
 ) -> Result<()> {
     let mut config = HeadConfig::new(bind, data_dir.clone());
+    config.value_budget = value_budget;
     config.heartbeat_timeout = heartbeat_timeout;
     config.start_grace = start_grace;
     let token = Token::load_or_create(&data_dir).context("cannot set up the cluster token")?;

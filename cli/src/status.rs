@@ -150,9 +150,10 @@ pub fn render(head: &str, r: &pb::StatusReply) -> String {
     );
     let _ = writeln!(
         out,
-        "objects: {} (head store {})",
+        "objects: {} (head store {}, {} on its disk)",
         r.objects,
-        parse::human_bytes(r.head_store_bytes)
+        parse::human_bytes(r.head_store_bytes),
+        parse::human_bytes(r.head_spilled_bytes)
     );
     out
 }
@@ -239,6 +240,7 @@ mod tests {
             failed: 1,
             objects: 3,
             head_store_bytes: 2048,
+            head_spilled_bytes: 3 << 20,
             retried: 4,
             reconstructed: 2,
         };
@@ -253,7 +255,10 @@ mod tests {
             "tasks: submitted=41 queued=1 running=2 succeeded=37 failed=1 retried=4 \
              reconstructed=2\n"
         ));
-        assert!(text.ends_with("objects: 3 (head store 2.0 KiB)\n"));
+        assert!(
+            text.ends_with("objects: 3 (head store 2.0 KiB, 3.0 MiB on its disk)\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -668,3 +668,56 @@ fn a_dag_stays_exact_while_nodes_and_workers_are_killed() {
         }
     }
 }
+
+/// The head keeps values in memory only up to `--value-budget`: past it they go to its disk,
+/// and drivers and tasks get them from there, byte for byte; freed, the files go too.
+#[test]
+fn values_past_the_head_s_budget_go_to_its_disk() {
+    let mut c = Cluster::start_with_head("values", 1, &["--value-budget", "1M"]);
+    let go = c.dir.join("go");
+    let out = c.spawn_payload("head_values", &["--go", go.to_str().expect("utf-8 path")]);
+    c.wait_line(&out, "made=", "the payload never made its values");
+    let on_disk = |s: &str| -> Option<String> {
+        let line = s.lines().find(|l| l.starts_with("objects:"))?;
+        let (_, rest) = line.split_once(", ")?;
+        Some(
+            rest.trim_end_matches(')')
+                .trim_end_matches(" on its disk")
+                .to_string(),
+        )
+    };
+    let (_, status, _) = c.status();
+    let (memory, disk) = (
+        status
+            .lines()
+            .find(|l| l.starts_with("objects:"))
+            .unwrap_or_default()
+            .to_string(),
+        on_disk(&status).unwrap_or_default(),
+    );
+    // At most the budget in memory: KiB, or exactly 1.0 MiB.
+    let in_memory = memory
+        .split("head store ")
+        .nth(1)
+        .and_then(|m| m.split(',').next())
+        .unwrap_or_default();
+    c.check(
+        !disk.is_empty()
+            && disk != "0 B"
+            && (in_memory.ends_with(" KiB") || in_memory == "1.0 MiB"),
+        &format!("48 values of 64 KiB with a 1 MiB budget are not mostly on disk:\n{status}"),
+    );
+    std::fs::write(&go, b"").expect("write the go file");
+    let p = c.wait_payload("head_values", &out, PAYLOAD);
+    c.check(
+        p.get(&c, "driver_ok") == "true",
+        "the driver read a value wrong",
+    );
+    c.check(
+        p.get(&c, "tasks_ok") == "true",
+        "a task was given a value wrong",
+    );
+    c.wait_status("the spilled values were never freed", |s| {
+        on_disk(s).as_deref() == Some("0 B")
+    });
+}

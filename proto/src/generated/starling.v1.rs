@@ -577,6 +577,9 @@ pub struct StatusReply {
     /// Task runs made to remake objects lost with their node (lineage reconstruction).
     #[prost(uint64, tag = "10")]
     pub reconstructed: u64,
+    /// Values the head holds on its disk, past its memory budget (--value-budget).
+    #[prost(uint64, tag = "11")]
+    pub head_spilled_bytes: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct JobSpec {

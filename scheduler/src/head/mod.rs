@@ -7,8 +7,9 @@
 //! decisions are the reactor's.
 //!
 //! Small values (task results under [`INLINE_LIMIT`], driver `put`s) live in the head's memory
-//! and travel inline; large task results stay in the store of the node that made them, and the
-//! head hands out their location.
+//! up to [`HeadConfig::value_budget`] and travel inline; past the budget they go to the head's
+//! disk (`values`) and are fetched from it. Large task results stay in the store of the node
+//! that made them, and the head hands out their location.
 
 // `tonic::Status` is the error type of every service method; boxing it would only move the
 // allocation into each call site.
@@ -18,6 +19,7 @@ mod files;
 pub mod jobs;
 mod service;
 pub(crate) mod state;
+mod values;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -72,7 +74,13 @@ pub struct HeadConfig {
     pub token_hint: String,
     /// Serve TLS with this identity (`None`: plain HTTP/2).
     pub tls: Option<ServerTls>,
+    /// Bytes of values (small task results, remote drivers' `put`s) the head keeps in memory;
+    /// past it they go to `data_dir/values` and are served from there.
+    pub value_budget: u64,
 }
+
+/// The default [`HeadConfig::value_budget`]: 2 GiB.
+pub const DEFAULT_VALUE_BUDGET: u64 = 2 << 30;
 
 impl std::fmt::Debug for dyn Launcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,6 +101,7 @@ impl HeadConfig {
             token: None,
             token_hint: UNAUTHENTICATED_HINT.to_string(),
             tls: None,
+            value_budget: DEFAULT_VALUE_BUDGET,
         }
     }
 }
@@ -218,6 +227,12 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         config.pipeline_depth,
         config.launcher.clone(),
     );
+    // Values past the memory budget go here; any left by an earlier start are stale (their ids
+    // repeat).
+    let values_dir = config.data_dir.join("values");
+    let _ = std::fs::remove_dir_all(&values_dir);
+    let values_dir = starling_proto::dirs::ensure_dir(&values_dir)?;
+    head.set_value_budget(config.value_budget, values_dir);
     let service = HeadService::new(Arc::new(head));
     service.spawn_heartbeat_monitor();
     let token = match config.token {

@@ -332,10 +332,21 @@ impl pb::head_server::Head for HeadService {
         request: Request<pb::FetchRequest>,
     ) -> Result<Response<Self::FetchStream>, Status> {
         let object = ObjectId(request.into_inner().object);
-        let value = self
+        let held = self
             .head
             .head_value(object)
             .ok_or_else(|| Status::not_found(format!("object {object} is not held by the head")))?;
+        let value = match held {
+            super::values::Owned::Bytes(v) => v,
+            // Spilled past the head's memory budget: read off the lock, once written.
+            super::values::Owned::File(path, files) => tokio::task::spawn_blocking(move || {
+                files.flush();
+                std::fs::read(&path)
+            })
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| Status::data_loss(format!("object {object} on the head's disk: {e}")))?,
+        };
         let total = value.len() as u64;
         let chunks: Vec<Result<pb::Chunk, Status>> = if value.is_empty() {
             vec![Ok(pb::Chunk::default())]

@@ -24,6 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tonic::Status;
 
 use super::jobs::{self, describe_exit, Jobs, Launcher, PoolActions};
+use super::values::Held;
 use crate::reactor;
 use crate::{Core, TaskOutcome, Transport};
 
@@ -85,8 +86,8 @@ pub(crate) struct Outbox {
     pub worker_client: HashMap<WorkerId, u64>,
     pub nodes: HashMap<NodeId, NodeConn>,
     pub jobs: HashMap<JobId, JobInfo>,
-    /// Small values and driver puts, held at the head.
-    pub values: HashMap<ObjectId, Vec<u8>>,
+    /// Small values and driver puts, held at the head (in memory up to a budget).
+    pub values: super::values::HeadValues,
     /// Large task results: the node that stores each, and its size.
     pub locations: HashMap<ObjectId, (NodeId, u64)>,
     pub failures: HashMap<ObjectId, Arc<TaskFailure>>,
@@ -130,8 +131,12 @@ impl Outbox {
 
     /// The settled value of `object` as a message, if it has settled.
     fn value_of(&self, object: ObjectId) -> Option<pb::ObjectValue> {
-        let kind = if let Some(v) = self.values.get(&object) {
-            object_value::Kind::Inline(v.clone())
+        let kind = if let Some(held) = self.values.get(&object) {
+            match held {
+                Held::Memory(v) => object_value::Kind::Inline(v.clone()),
+                // On the head's disk: the driver fetches it from the head.
+                Held::Spilled(size) => object_value::Kind::Location(head_location(object, size)),
+            }
         } else if let Some(f) = self.failures.get(&object) {
             object_value::Kind::Failure((&**f).into())
         } else {
@@ -199,6 +204,17 @@ impl Outgoing {
     }
 }
 
+/// Where a value the head holds is fetched from: the head itself (node 0, no address).
+fn head_location(object: ObjectId, size: u64) -> pb::ObjectLocation {
+    pb::ObjectLocation {
+        node: 0,
+        address: String::new(),
+        path: String::new(),
+        size,
+        object: object.0,
+    }
+}
+
 /// A batch stops growing past this many encoded bytes, so large inline values do not add up to
 /// a message over the size limit.
 const MAX_BATCH_BYTES: usize = 8 << 20;
@@ -243,17 +259,15 @@ impl Transport for Outbox {
                     TaskArg::Inline(b) => pb::resolved_arg::Kind::Inline(b.clone()),
                     TaskArg::Object(o) => match self.values.get(o) {
                         // A large value the head holds (a remote driver's `put`) is fetched by
-                        // the worker, once per process, instead of riding along every task.
-                        Some(v) if v.len() > super::INLINE_LIMIT => {
-                            pb::resolved_arg::Kind::Location(pb::ObjectLocation {
-                                node: 0,
-                                address: String::new(),
-                                path: String::new(),
-                                size: v.len() as u64,
-                                object: o.0,
-                            })
+                        // the worker, once per process, instead of riding along every task;
+                        // so is one on the head's disk.
+                        Some(Held::Memory(v)) if v.len() > super::INLINE_LIMIT => {
+                            pb::resolved_arg::Kind::Location(head_location(*o, v.len() as u64))
                         }
-                        Some(v) => pb::resolved_arg::Kind::Inline(v.clone()),
+                        Some(Held::Spilled(size)) => {
+                            pb::resolved_arg::Kind::Location(head_location(*o, size))
+                        }
+                        Some(Held::Memory(v)) => pb::resolved_arg::Kind::Inline(v.clone()),
                         None => match self.location(*o) {
                             Some(l) => pb::resolved_arg::Kind::Location(l),
                             // Not settled yet: the scheduler pipelined this task behind the one
@@ -470,6 +484,13 @@ impl Head {
         drop(g);
         out.send();
         Ok(info)
+    }
+
+    /// Keeps at most `budget` bytes of values in memory; the rest go to files in `dir`.
+    pub fn set_value_budget(&self, budget: u64, dir: std::path::PathBuf) {
+        let values =
+            super::values::HeadValues::with_budget(budget, dir, super::files::Files::start());
+        self.state.lock().out.values = values;
     }
 
     /// Registers a driver or worker process from its `Hello`.
@@ -816,8 +837,9 @@ impl Head {
             .collect()
     }
 
-    pub fn head_value(&self, object: ObjectId) -> Option<Vec<u8>> {
-        self.state.lock().out.values.get(&object).cloned()
+    /// A value the head holds, to send once the lock is released.
+    pub fn head_value(&self, object: ObjectId) -> Option<super::values::Owned> {
+        self.state.lock().out.values.owned(&object)
     }
 
     /// Cluster status; for a multi-node job's processes (`job` set), only its instances.
@@ -858,7 +880,8 @@ impl Head {
             objects: g.core.object_count() as u64,
             retried: stats.retried,
             reconstructed: stats.reconstructed,
-            head_store_bytes: g.out.values.values().map(|v| v.len() as u64).sum(),
+            head_store_bytes: g.out.values.memory_bytes(),
+            head_spilled_bytes: g.out.values.spilled_bytes(),
         }
     }
 
