@@ -188,11 +188,7 @@ impl Cluster {
         let mut cmd = self.command(&["worker", "--head", &self.head, "--num-cpus", "2"]);
         if self.tls_ca.is_some() {
             // Its object service serves TLS as the head does, with a certificate of the CA.
-            let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
-            cmd.arg("--tls-cert")
-                .arg(certs.join("server.pem"))
-                .arg("--tls-key")
-                .arg(certs.join("server.key"));
+            serve_tls(&mut cmd);
         }
         if self.tmpdir.is_none() {
             cmd.arg("--log-dir")
@@ -334,11 +330,7 @@ impl Cluster {
         }
         cmd.arg("--data-dir").arg(data_dir).args(&self.head_args);
         if self.tls_ca.is_some() {
-            let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
-            cmd.arg("--tls-cert")
-                .arg(certs.join("server.pem"))
-                .arg("--tls-key")
-                .arg(certs.join("server.key"));
+            serve_tls(&mut cmd);
         }
         cmd
     }
@@ -655,6 +647,16 @@ impl Drop for Cluster {
 }
 
 /// The last lines of every non-empty file under `dir`, each under its path.
+/// Adds `--tls-cert`/`--tls-key` with the test certificate (for 127.0.0.1, signed by
+/// `tests/certs/ca.pem`) to a `starling head` or `starling worker` command.
+fn serve_tls(cmd: &mut Command) {
+    let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs");
+    cmd.arg("--tls-cert")
+        .arg(certs.join("server.pem"))
+        .arg("--tls-key")
+        .arg(certs.join("server.key"));
+}
+
 pub fn log_tails(dir: &Path) -> String {
     const LINES: usize = 40;
     let mut files = Vec::new();
