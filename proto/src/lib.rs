@@ -16,7 +16,7 @@ mod task;
 pub mod wire;
 
 pub use ids::{JobId, NodeId, ObjectId, TaskId, WorkerId};
-pub use resources::{is_gpu_id, ResourceSet, RESOURCE_SCALE};
+pub use resources::{check_gpu_ids, is_gpu_id, ResourceSet, RESOURCE_SCALE};
 pub use task::{
     FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskFailure, TaskSpec,
 };

@@ -30,6 +30,26 @@ pub fn is_gpu_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'/')
 }
 
+/// Checks a node's GPU ids: each a plain name ([`is_gpu_id`]), none twice, at most 1024.
+pub fn check_gpu_ids(ids: &[String]) -> Result<(), String> {
+    const MAX_GPUS: usize = 1024;
+    if ids.len() > MAX_GPUS {
+        return Err(format!(
+            "{} GPU ids given; at most {MAX_GPUS} are accepted",
+            ids.len()
+        ));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        if !is_gpu_id(id) {
+            return Err(format!("GPU id {id:?} is not an index or a GPU-/MIG- uuid"));
+        }
+        if ids[..i].contains(id) {
+            return Err(format!("GPU id {id:?} is given twice"));
+        }
+    }
+    Ok(())
+}
+
 fn to_units(amount: f64) -> u64 {
     if amount.is_nan() || amount <= 0.0 {
         0

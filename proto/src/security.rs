@@ -83,9 +83,7 @@ impl std::fmt::Debug for Token {
 impl Token {
     /// A fresh random token: 32 bytes from the OS's random source, in hex.
     pub fn generate() -> std::io::Result<Token> {
-        use std::io::Read;
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        let bytes: [u8; 32] = random_bytes()?;
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         Ok(Token(hex.into()))
     }
@@ -181,6 +179,14 @@ impl Token {
 }
 
 /// Compares two byte strings in time that depends only on their lengths.
+/// `N` bytes from the OS's random source.
+pub fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
+    use std::io::Read;
+    let mut bytes = [0u8; N];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes)
+}
+
 fn job_credential(key: &ring::hmac::Key, job: u64) -> String {
     let tag = ring::hmac::sign(key, format!("starling job credential {job}").as_bytes());
     let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();

@@ -317,7 +317,7 @@ fn hand_to_busy_worker(core: &mut Core, t: &mut impl Transport, worker: WorkerId
     w.tasks.push_back(task);
     let node = &core.nodes[w.node];
     // Same class, same GPUs: the worker runs it on what its running task holds.
-    let gpu_ids = gpu_ids(node, &w.gpus);
+    let gpu_ids = node.gpus.ids(&w.gpus);
     let node = node.id;
     let entry = core.tasks.get_mut(&task).expect("live");
     entry.state = TaskState::Running { node, worker };
@@ -763,18 +763,9 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     w.class = entry.class;
     w.held = entry.spec.resources.clone();
     w.warm = first;
-    let gpu_ids = gpu_ids(node, &gpus);
+    let gpu_ids = node.gpus.ids(&gpus);
     w.gpus = gpus;
     t.dispatch(node.id, worker, &entry.spec, &gpu_ids);
-}
-
-/// The ids of the GPUs in `grant` (no allocation for a task that holds none).
-fn gpu_ids(node: &NodeState, grant: &crate::gpus::GpuGrant) -> Vec<Arc<str>> {
-    if grant.is_empty() {
-        Vec::new()
-    } else {
-        node.gpus.ids(grant)
-    }
 }
 
 /// A worker reports that `task` ran for `micros` microseconds. Pipelines are sized from it: a

@@ -360,11 +360,10 @@ pub(crate) struct State {
 
 /// A random non-zero epoch for a head that starts now.
 fn new_epoch() -> u64 {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    let mut epoch = u64::from_le_bytes(bytes);
-    if random.is_err() || epoch == 0 {
+    let mut epoch = starling_proto::security::random_bytes()
+        .map(u64::from_le_bytes)
+        .unwrap_or(0);
+    if epoch == 0 {
         // No random source: the clock and the pid differ between starts all the same.
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -663,7 +662,8 @@ impl Head {
     /// Registers a node agent from its `NodeHello`.
     pub fn open_node(&self, hello: &pb::NodeHello, tx: NodeTx) -> Result<NodeId, Status> {
         check_version(hello.version)?;
-        check_gpu_ids(&hello.gpu_ids)?;
+        // They become `CUDA_VISIBLE_DEVICES` in the node's workers.
+        starling_proto::check_gpu_ids(&hello.gpu_ids).map_err(Status::invalid_argument)?;
         let mut g = self.state.lock();
         let st = &mut *g;
         let node = match hello.previous_id {
@@ -895,32 +895,6 @@ impl Head {
 
 /// How long the head waits for a node to report how a worker process whose session ended exited.
 const EXIT_REPORT_WAIT: Duration = Duration::from_secs(1);
-
-/// GPU ids become `CUDA_VISIBLE_DEVICES` in workers: each must be a plain name (an index, a
-/// `GPU-<uuid>` or `MIG-<uuid>`), distinct, and a node has at most a few hundred.
-fn check_gpu_ids(ids: &[String]) -> Result<(), Status> {
-    const MAX_GPUS: usize = 1024;
-    if ids.len() > MAX_GPUS {
-        return Err(Status::invalid_argument(format!(
-            "a node declared {} GPU ids; at most {MAX_GPUS} are accepted",
-            ids.len()
-        )));
-    }
-    let mut seen = std::collections::HashSet::new();
-    for id in ids {
-        if !starling_proto::is_gpu_id(id) {
-            return Err(Status::invalid_argument(format!(
-                "GPU id {id:?} is not an index or a GPU-/MIG- uuid"
-            )));
-        }
-        if !seen.insert(id) {
-            return Err(Status::invalid_argument(format!(
-                "GPU id {id:?} is declared twice"
-            )));
-        }
-    }
-    Ok(())
-}
 
 fn check_version(version: u32) -> Result<(), Status> {
     if version != starling_proto::PROTOCOL_VERSION {

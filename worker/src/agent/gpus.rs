@@ -24,16 +24,13 @@ pub fn detect() -> Vec<String> {
 /// Parses `0,1,GPU-8f2e...`: ids separated by commas, each a plain name (an index or a
 /// `GPU-`/`MIG-` uuid), none twice.
 pub fn parse_list(s: &str) -> Result<Vec<String>, String> {
-    let mut ids: Vec<String> = Vec::new();
-    for id in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        if !starling_proto::is_gpu_id(id) {
-            return Err(format!("GPU id {id:?} is not an index or a GPU-/MIG- uuid"));
-        }
-        if ids.iter().any(|x| x == id) {
-            return Err(format!("GPU id {id:?} is given twice"));
-        }
-        ids.push(id.to_string());
-    }
+    let ids: Vec<String> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect();
+    starling_proto::check_gpu_ids(&ids)?;
     Ok(ids)
 }
 
