@@ -56,6 +56,10 @@ pub struct HeadArgs {
     /// they go to DATA_DIR/values. Accepts K, M, G, T suffixes.
     #[arg(long, value_name = "BYTES", value_parser = crate::parse::bytes, default_value = "2G")]
     value_budget: u64,
+    /// Tasks the head holds at once (queued, waiting for arguments or running) before a
+    /// driver that submits more waits for room; worker processes' nested tasks never wait.
+    #[arg(long, value_name = "N", default_value_t = starling_scheduler::head::DEFAULT_MAX_LIVE_TASKS)]
+    max_live_tasks: usize,
 }
 
 fn parse_heartbeat_timeout(s: &str) -> Result<Duration, String> {
@@ -104,6 +108,7 @@ pub fn run(args: HeadArgs) -> Result<()> {
         args.heartbeat_timeout,
         args.start_grace,
         args.value_budget,
+        args.max_live_tasks,
         tls.map(|t| {
             let cert = (
                 args.tls_cert.clone().unwrap_or_default(),
@@ -124,10 +129,12 @@ async fn serve(
     heartbeat_timeout: Duration,
     start_grace: Duration,
     value_budget: u64,
+    max_live_tasks: usize,
     tls: Option<(ServerTls, Option<PathBuf>, (PathBuf, PathBuf))>,
 ) -> Result<()> {
     let mut config = HeadConfig::new(bind, data_dir.clone());
     config.value_budget = value_budget;
+    config.max_live_tasks = max_live_tasks;
     config.heartbeat_timeout = heartbeat_timeout;
     config.start_grace = start_grace;
     let token = Token::load_or_create(&data_dir).context("cannot set up the cluster token")?;

@@ -148,6 +148,15 @@ pub fn render(head: &str, r: &pb::StatusReply) -> String {
          reconstructed={}",
         r.submitted, r.queued, r.running, r.succeeded, r.failed, r.retried, r.reconstructed
     );
+    let _ = write!(
+        out,
+        "head holds {} of at most {} tasks (peak {})",
+        r.live, r.max_live, r.peak_live
+    );
+    let _ = match r.drivers_waiting {
+        0 => writeln!(out),
+        n => writeln!(out, ", {n} driver(s) waiting for room"),
+    };
     let _ = writeln!(
         out,
         "objects: {} (head store {}, {} on its disk)",
@@ -243,6 +252,10 @@ mod tests {
             head_spilled_bytes: 3 << 20,
             retried: 4,
             reconstructed: 2,
+            live: 3,
+            max_live: 1000,
+            drivers_waiting: 1,
+            peak_live: 7,
         };
         let text = render("127.0.0.1:6380", &reply);
         assert!(text.starts_with("head 127.0.0.1:6380\nnodes: 1 alive, 1 dead\n"));
@@ -253,7 +266,7 @@ mod tests {
         assert!(text.contains("  N2    10.0.0.2:4000   gpu      dead   0        nothing"));
         assert!(text.contains(
             "tasks: submitted=41 queued=1 running=2 succeeded=37 failed=1 retried=4 \
-             reconstructed=2\n"
+             reconstructed=2\nhead holds 3 of at most 1000 tasks (peak 7), 1 driver(s) waiting for room\n"
         ));
         assert!(
             text.ends_with("objects: 3 (head store 2.0 KiB, 3.0 MiB on its disk)\n"),

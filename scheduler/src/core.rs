@@ -160,6 +160,8 @@ pub struct CoreStats {
     pub objects_freed: u64,
     /// Tasks run again to remake an object whose value was lost with its node.
     pub reconstructed: u64,
+    /// The most tasks held at once (queued, waiting or running): what backpressure bounds.
+    pub peak_live: u64,
 }
 
 /// All scheduler state.

@@ -224,6 +224,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
         TaskState::WaitingForDependencies(missing)
     };
     core.tasks.insert(id, TaskEntry { spec, state, class });
+    core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
     if missing > 0 && pipeline_behind_producer(core, t, id) {
         pipeline_dependents(core, t, id);
     }
@@ -1106,5 +1107,6 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
             TaskState::WaitingForDependencies(missing)
         };
         core.tasks.insert(task, TaskEntry { spec, state, class });
+        core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
     }
 }

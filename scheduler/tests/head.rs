@@ -196,3 +196,40 @@ async fn calls_without_the_cluster_token_are_refused() {
     .await
     .expect("bounded");
 }
+
+/// The id base a new driver session is welcomed with.
+async fn id_base(addr: std::net::SocketAddr) -> u64 {
+    let first = open(addr, hello(starling_proto::PROTOCOL_VERSION))
+        .await
+        .expect("welcomed");
+    match &first.ops[0].kind {
+        Some(head_op::Kind::Welcome(w)) => w.id_base,
+        other => panic!("no welcome: {other:?}"),
+    }
+}
+
+/// A head that restarts on its data dir never hands out an id base it handed out before: ids
+/// (a session's base, then its own counter) never repeat across starts, so nothing made
+/// before a restart is taken for something made after it.
+#[tokio::test]
+async fn ids_never_repeat_across_restarts_of_a_head() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = temp_dir("restart-ids");
+        let mut seen = std::collections::HashSet::new();
+        for start in 0..3 {
+            let head = serve(config(&dir)).await.unwrap();
+            for _ in 0..3 {
+                let base = id_base(head.addr()).await;
+                assert!(base != 0, "start {start}: a zero id base");
+                assert!(
+                    seen.insert(base),
+                    "start {start}: id base {base:#x} was handed out by an earlier start"
+                );
+            }
+            head.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    })
+    .await
+    .expect("bounded");
+}

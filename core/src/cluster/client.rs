@@ -1,8 +1,9 @@
 //! The client side of a head session: submit, put, release, wait — and, in worker processes,
 //! receive tasks.
 //!
-//! Outgoing operations go through an unbounded channel to one writer that sends everything
-//! queued as one batch; incoming batches are handled by one reader task. Values pushed by the
+//! Outgoing operations go through a channel to one writer that sends everything queued as one
+//! batch (a submitter waits while more than [`MAX_UNSENT`] are queued: the head is holding the
+//! session back); incoming batches are handled by one reader task. Values pushed by the
 //! head land in the local store, where waits find them.
 //!
 //! # Invariants
@@ -115,7 +116,7 @@ pub(crate) struct Client {
 /// Where this client's operations go.
 enum Sink {
     /// A gRPC session: a channel drained by the request stream, one batch per drain.
-    Grpc(RwLock<Option<mpsc::UnboundedSender<pb::ClientOp>>>),
+    Grpc(RwLock<Option<Outbound>>),
     /// A head in this process: applied by direct calls, no socket (the local cluster's driver).
     Local {
         head: HeadService,
@@ -127,8 +128,85 @@ enum Sink {
 type Incoming =
     Pin<Box<dyn Stream<Item = std::result::Result<pb::HeadBatch, tonic::Status>> + Send>>;
 
+/// Ops queued for the head and not yet taken into a batch past which a submission waits: the
+/// head stopped reading this session (it holds its limit of live tasks, see
+/// `starling_scheduler::head`), so the driver waits too instead of growing without bound.
+const MAX_UNSENT: usize = 16 * 1024;
+
+/// The sending side of a session's outgoing queue (one per session; dropping it ends the
+/// session's request stream and wakes any submitter waiting for room).
+struct Outbound {
+    tx: mpsc::UnboundedSender<pb::ClientOp>,
+    unsent: Arc<Unsent>,
+}
+
+/// How many ops wait in the queue, shared by the [`Outbound`] and its [`Batcher`].
+#[derive(Default)]
+struct Unsent {
+    n: std::sync::atomic::AtomicUsize,
+    closed: AtomicBool,
+    lock: Mutex<()>,
+    room: parking_lot::Condvar,
+}
+
+impl Unsent {
+    fn taken(&self, ops: usize) {
+        let before = self.n.fetch_sub(ops, Ordering::AcqRel);
+        if before > MAX_UNSENT / 2 && before - ops <= MAX_UNSENT / 2 {
+            let _g = self.lock.lock();
+            self.room.notify_all();
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _g = self.lock.lock();
+        self.room.notify_all();
+    }
+
+    /// Waits while the queue is over [`MAX_UNSENT`], until half of it is sent or the session
+    /// ends.
+    fn wait_for_room(&self) {
+        if self.n.load(Ordering::Acquire) <= MAX_UNSENT {
+            return;
+        }
+        let mut g = self.lock.lock();
+        while self.n.load(Ordering::Acquire) > MAX_UNSENT / 2
+            && !self.closed.load(Ordering::Acquire)
+        {
+            self.room.wait(&mut g);
+        }
+    }
+}
+
+impl Outbound {
+    fn new() -> (Outbound, Batcher) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let unsent = Arc::new(Unsent::default());
+        let batcher = Batcher(rx, unsent.clone());
+        (Outbound { tx, unsent }, batcher)
+    }
+
+    fn send(&self, op: pb::ClientOp) {
+        self.unsent.n.fetch_add(1, Ordering::AcqRel);
+        let _ = self.tx.send(op);
+    }
+}
+
+impl Drop for Outbound {
+    fn drop(&mut self) {
+        self.unsent.close();
+    }
+}
+
 /// Batches everything queued on the channel into one message.
-struct Batcher(mpsc::UnboundedReceiver<pb::ClientOp>);
+struct Batcher(mpsc::UnboundedReceiver<pb::ClientOp>, Arc<Unsent>);
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.1.close();
+    }
+}
 
 impl Stream for Batcher {
     type Item = pb::ClientBatch;
@@ -148,6 +226,7 @@ impl Stream for Batcher {
                         Err(_) => break,
                     }
                 }
+                self.1.taken(ops.len());
                 Poll::Ready(Some(pb::ClientBatch { ops }))
             }
             Poll::Ready(None) => Poll::Ready(None),
@@ -375,9 +454,20 @@ impl Client {
         }
         match &self.sink {
             Sink::Grpc(out) => {
-                if let Some(out) = &*out.read() {
+                let submits = ops
+                    .iter()
+                    .any(|op| matches!(op.kind, Some(client_op::Kind::Submit(_))));
+                let unsent = out.read().as_ref().map(|out| {
                     for op in ops {
-                        let _ = out.send(op);
+                        out.send(op);
+                    }
+                    out.unsent.clone()
+                });
+                // A submitter waits while the head is not taking this session's batches; other
+                // ops (releases from drops, gets) never wait, and neither do I/O threads.
+                if let Some(unsent) = unsent {
+                    if submits && tokio::runtime::Handle::try_current().is_err() {
+                        unsent.wait_for_room();
                     }
                 }
             }
@@ -645,7 +735,8 @@ impl Client {
             succeeded: s.succeeded,
             failed: s.failed,
             retried: 0,
-            live_tasks: s.queued + s.running,
+            live_tasks: s.live,
+            peak_live_tasks: s.peak_live,
             queued_tasks: s.queued,
             running_tasks: s.running,
             objects: s.objects,
@@ -798,11 +889,7 @@ pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     e.to_string()
 }
 
-type Opened = (
-    mpsc::UnboundedSender<pb::ClientOp>,
-    pb::Welcome,
-    (Vec<pb::HeadOp>, Incoming),
-);
+type Opened = (Outbound, pb::Welcome, (Vec<pb::HeadOp>, Incoming));
 
 /// Opens a `Session` stream that starts with `hello` and waits for the head's welcome.
 async fn open_stream(
@@ -811,8 +898,8 @@ async fn open_stream(
     hello: pb::Hello,
     timeout: Duration,
 ) -> Result<Opened> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let _ = tx.send(pb::ClientOp {
+    let (tx, rx) = Outbound::new();
+    tx.send(pb::ClientOp {
         kind: Some(client_op::Kind::Hello(hello)),
     });
     let channel = connect_channel(creds, addr, timeout).await?;
@@ -820,11 +907,7 @@ async fn open_stream(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let refused = |s: tonic::Status| Error::from_status(addr, &s);
-    let mut incoming = head
-        .session(Batcher(rx))
-        .await
-        .map_err(refused)?
-        .into_inner();
+    let mut incoming = head.session(rx).await.map_err(refused)?.into_inner();
     let first = incoming.message().await.map_err(refused)?;
     let mut ops = first.map(|b| b.ops).unwrap_or_default().into_iter();
     let welcome = ops

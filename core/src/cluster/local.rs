@@ -64,7 +64,10 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
     let rt = client::runtime()?;
     let loopback = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
     let head = rt
-        .block_on(head::serve(HeadConfig::new(loopback(0), data.join("head"))))
+        .block_on(head::serve(HeadConfig {
+            max_live_tasks: config.max_live_tasks,
+            ..HeadConfig::new(loopback(0), data.join("head"))
+        }))
         .map_err(|e| Error::Startup(chain(&e)))?;
     let addr = head.addr().to_string();
     // The embedded head made its own token; the agent, its worker processes and this driver

@@ -395,6 +395,7 @@ impl Engine {
             failed: s.failed,
             retried: s.retried,
             live_tasks: g.core.live_tasks() as u64,
+            peak_live_tasks: s.peak_live,
             queued_tasks: g.core.queued_tasks() as u64,
             running_tasks: g.core.running_tasks() as u64,
             objects: g.core.object_count() as u64,

@@ -44,6 +44,7 @@ pub struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) token: Option<String>,
     pub(crate) tls_ca: Option<std::path::PathBuf>,
+    pub(crate) max_live_tasks: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -72,6 +73,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(10),
             token: None,
             tls_ca: None,
+            max_live_tasks: starling_scheduler::head::DEFAULT_MAX_LIVE_TASKS,
         }
     }
 }
@@ -140,6 +142,15 @@ impl Config {
             creds.tls_ca = Some(TlsCa::read(p).map_err(bad)?);
         }
         creds.or_env().map_err(bad)
+    }
+
+    /// Tasks a local cluster's head holds at once (queued, waiting for arguments or running)
+    /// before a driver thread that submits more waits for room (default 2,000,000; tasks
+    /// submitted by tasks never wait). A remote head has its own (`starling head
+    /// --max-live-tasks`).
+    pub fn max_live_tasks(mut self, n: usize) -> Self {
+        self.max_live_tasks = n.max(1);
+        self
     }
 
     /// How long to wait for the head before failing with `HeadUnreachable` (default 10 s).
@@ -432,8 +443,11 @@ pub struct RuntimeStats {
     pub failed: u64,
     /// Task runs retried.
     pub retried: u64,
-    /// Tasks not finished yet.
+    /// Tasks not finished yet (queued, waiting for arguments or running).
     pub live_tasks: u64,
+    /// The most tasks not finished at once: a local or remote head holds at most its limit
+    /// ([`Config::max_live_tasks`]) plus one batch of a driver.
+    pub peak_live_tasks: u64,
     /// Tasks ready and waiting for a worker.
     pub queued_tasks: u64,
     /// Tasks running.

@@ -580,6 +580,18 @@ pub struct StatusReply {
     /// Values the head holds on its disk, past its memory budget (--value-budget).
     #[prost(uint64, tag = "11")]
     pub head_spilled_bytes: u64,
+    /// Tasks the head holds (queued, waiting for arguments or running) and the limit past which
+    /// drivers that submit more wait (--max-live-tasks).
+    #[prost(uint64, tag = "12")]
+    pub live: u64,
+    #[prost(uint64, tag = "13")]
+    pub max_live: u64,
+    /// Drivers waiting for room now.
+    #[prost(uint32, tag = "14")]
+    pub drivers_waiting: u32,
+    /// The most tasks the head held at once since it started.
+    #[prost(uint64, tag = "15")]
+    pub peak_live: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct JobSpec {

@@ -17,6 +17,8 @@
 
 mod files;
 pub mod jobs;
+mod numbers;
+mod room;
 mod service;
 pub(crate) mod state;
 mod values;
@@ -36,6 +38,7 @@ use starling_proto::security::{
 };
 
 pub use jobs::Launcher;
+pub use room::DEFAULT_MAX_LIVE_TASKS;
 pub use service::HeadService;
 pub use state::ClientTx;
 
@@ -77,6 +80,9 @@ pub struct HeadConfig {
     /// Bytes of values (small task results, remote drivers' `put`s) the head keeps in memory;
     /// past it they go to `data_dir/values` and are served from there.
     pub value_budget: u64,
+    /// Live tasks (queued or running) the head holds before drivers that submit more wait
+    /// for room (see `head::room`; worker processes' nested submissions never wait).
+    pub max_live_tasks: usize,
 }
 
 /// The default [`HeadConfig::value_budget`]: 2 GiB.
@@ -102,6 +108,7 @@ impl HeadConfig {
             token_hint: UNAUTHENTICATED_HINT.to_string(),
             tls: None,
             value_budget: DEFAULT_VALUE_BUDGET,
+            max_live_tasks: DEFAULT_MAX_LIVE_TASKS,
         }
     }
 }
@@ -219,7 +226,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         })?;
     job_table.head_addr = addr.to_string();
     job_table.start_grace = config.start_grace;
-    let head = state::Head::new(
+    let mut head = state::Head::new(
         bin_dir,
         job_table,
         last_job + 1,
@@ -227,6 +234,13 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         config.pipeline_depth,
         config.launcher.clone(),
     );
+    // Session numbers (the top bits of every id) continue past those of earlier starts.
+    head.sessions =
+        numbers::SessionNumbers::load(&config.data_dir).map_err(|source| HeadError::DataDir {
+            path: config.data_dir.clone(),
+            source,
+        })?;
+    head.room.set_limit(config.max_live_tasks);
     // Values past the memory budget go here; any left by an earlier start are stale (their ids
     // repeat).
     let values_dir = config.data_dir.join("values");

@@ -50,8 +50,14 @@ impl HeadService {
     }
 
     /// Applies ops of a local session.
+    ///
+    /// A driver that submits while the head is past its limit of live tasks waits here for
+    /// room (unless it calls from an async context, which must not block).
     pub fn local_batch(&self, client: u64, ops: Vec<pb::ClientOp>) -> Result<(), Status> {
-        self.head.client_batch(client, ops)
+        if self.head.client_batch(client, ops)? && tokio::runtime::Handle::try_current().is_err() {
+            self.head.room.wait_blocking();
+        }
+        Ok(())
     }
 
     /// Ends a local session, releasing what it held.
@@ -227,7 +233,7 @@ impl pb::head_server::Head for HeadService {
             .open_session(&hello, ClientTx::Stream(tx.clone()))?;
         let rest: Vec<pb::ClientOp> = ops.collect();
         if !rest.is_empty() {
-            if let Err(e) = self.head.client_batch(client, rest) {
+            if let Err(e) = self.head.client_batch(client, rest).map(drop) {
                 self.head.close_session(client, "malformed first batch");
                 return Err(e);
             }
@@ -236,12 +242,21 @@ impl pb::head_server::Head for HeadService {
         tokio::spawn(async move {
             let why = loop {
                 match incoming.next().await {
-                    Some(Ok(batch)) => {
-                        if let Err(status) = head.client_batch(client, batch.ops) {
+                    Some(Ok(batch)) => match head.client_batch(client, batch.ops) {
+                        // Past the limit of live tasks: read nothing more of this driver
+                        // until there is room (its sends then wait, see `head::room`).
+                        // A driver that goes meanwhile is still noticed: its response
+                        // stream is dropped.
+                        Ok(true) => tokio::select! {
+                            _ = head.room.wait() => {}
+                            _ = tx.closed() => break "connection closed".to_string(),
+                        },
+                        Ok(false) => {}
+                        Err(status) => {
                             let _ = tx.send(Err(status.clone()));
                             break format!("refused: {}", status.message());
                         }
-                    }
+                    },
                     Some(Err(status)) => break format!("connection lost: {}", status.message()),
                     None => break "connection closed".to_string(),
                 }

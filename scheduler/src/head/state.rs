@@ -349,12 +349,11 @@ pub(crate) struct State {
     dying: HashMap<(NodeId, u32), (WorkerId, Instant, String)>,
     /// Exits nodes reported before the worker's session was seen to end (the two race).
     exits: HashMap<(NodeId, u32), (i32, Instant)>,
-    next_client: u64,
     next_worker: u64,
     next_node: u64,
     next_job: u64,
-    /// This start of the head (random, never 0): ids repeat across starts, so store files
-    /// carry it and readers refuse files of another (`Welcome::epoch`).
+    /// This start of the head (random, never 0): store files carry it and readers refuse files
+    /// of another (`Welcome::epoch`), even where a data dir was lost and ids repeat.
     pub epoch: u64,
 }
 
@@ -379,6 +378,10 @@ pub(crate) struct Head {
     pub bin_dir: PathBuf,
     pub heartbeat_timeout: Duration,
     pub launcher: Option<std::sync::Arc<dyn Launcher>>,
+    /// Numbers for new sessions (outside the state lock: reserving them writes a file).
+    pub sessions: super::numbers::SessionNumbers,
+    /// Backpressure on drivers past the limit of live tasks.
+    pub room: super::room::Room,
 }
 
 impl Head {
@@ -401,7 +404,6 @@ impl Head {
                 jobs,
                 dying: HashMap::new(),
                 exits: HashMap::new(),
-                next_client: 1,
                 next_worker: 1,
                 next_node: 1,
                 next_job: first_job.max(1),
@@ -410,6 +412,8 @@ impl Head {
             bin_dir,
             heartbeat_timeout,
             launcher,
+            sessions: super::numbers::SessionNumbers::in_memory(),
+            room: super::room::Room::new(super::room::DEFAULT_MAX_LIVE_TASKS),
         }
     }
 
@@ -432,6 +436,7 @@ impl Head {
             .retain(|_, (_, at)| at.elapsed() < EXIT_REPORT_WAIT * 10);
         let actions = st.jobs.tick(&mut st.out, &mut st.core);
         reactor::schedule(&mut st.core, &mut st.out);
+        self.room.update(st.core.live_tasks());
         let out = st.out.flush();
         let head = st.jobs.head_addr.clone();
         drop(g);
@@ -479,6 +484,7 @@ impl Head {
         let st = &mut *g;
         let info = st.jobs.cancel(&mut st.out, &mut st.core, id)?;
         reactor::schedule(&mut st.core, &mut st.out);
+        self.room.update(st.core.live_tasks());
         let out = st.out.flush();
         drop(g);
         out.send();
@@ -495,10 +501,9 @@ impl Head {
     /// Registers a driver or worker process from its `Hello`.
     pub fn open_session(&self, hello: &pb::Hello, tx: ClientTx) -> Result<u64, Status> {
         check_version(hello.version)?;
+        let client = self.sessions.next()?;
         let mut g = self.state.lock();
         let st = &mut *g;
-        let client = st.next_client;
-        st.next_client += 1;
         let mut welcome = pb::Welcome {
             client,
             job: 0,
@@ -583,6 +588,7 @@ impl Head {
         // The welcome goes out first, before any task the scheduling pass may hand this worker.
         st.out.queue_client(client, head_op::Kind::Welcome(welcome));
         reactor::schedule(&mut st.core, &mut st.out);
+        self.room.update(st.core.live_tasks());
         let out = st.out.flush();
         drop(g);
         out.send();
@@ -590,9 +596,20 @@ impl Head {
     }
 
     /// Applies one batch from a client.
-    pub fn client_batch(&self, client: u64, ops: Vec<pb::ClientOp>) -> Result<(), Status> {
+    ///
+    /// `Ok(true)`: the client is a driver that submitted while the head is past its limit of
+    /// live tasks; its next batch must wait for room (`Room`).
+    pub fn client_batch(&self, client: u64, ops: Vec<pb::ClientOp>) -> Result<bool, Status> {
+        let submits = ops
+            .iter()
+            .any(|op| matches!(op.kind, Some(client_op::Kind::Submit(_))));
         let mut g = self.state.lock();
         let st = &mut *g;
+        let driver = st
+            .out
+            .clients
+            .get(&client)
+            .is_some_and(|c| c.worker.is_none());
         let mut result = Ok(());
         for op in ops {
             if let Err(e) = apply_client_op(st, client, op) {
@@ -601,10 +618,11 @@ impl Head {
             }
         }
         reactor::schedule(&mut st.core, &mut st.out);
+        self.room.update(st.core.live_tasks());
         let out = st.out.flush();
         drop(g);
         out.send();
-        result
+        result.map(|()| submits && driver && self.room.is_full())
     }
 
     /// A client's stream ended: release what it held; a worker's running task is lost.
@@ -654,6 +672,7 @@ impl Head {
             }
         }
         reactor::schedule(&mut st.core, &mut st.out);
+        self.room.update(st.core.live_tasks());
         let out = st.out.flush();
         drop(g);
         out.send();
@@ -720,6 +739,7 @@ impl Head {
                 .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
         }
         reactor::schedule(&mut st.core, &mut st.out);
+        self.room.update(st.core.live_tasks());
         let out = st.out.flush();
         drop(g);
         out.send();
@@ -783,6 +803,7 @@ impl Head {
         }
         if changed {
             reactor::schedule(&mut st.core, &mut st.out);
+            self.room.update(st.core.live_tasks());
             let out = st.out.flush();
             drop(g);
             out.send();
@@ -821,6 +842,7 @@ impl Head {
         reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
         st.jobs.on_node_lost(&mut st.out, &mut st.core, node, why);
         reactor::schedule(&mut st.core, &mut st.out);
+        self.room.update(st.core.live_tasks());
         let out = st.out.flush();
         drop(g);
         out.send();
@@ -882,6 +904,10 @@ impl Head {
             reconstructed: stats.reconstructed,
             head_store_bytes: g.out.values.memory_bytes(),
             head_spilled_bytes: g.out.values.spilled_bytes(),
+            live: g.core.live_tasks() as u64,
+            max_live: self.room.limit() as u64,
+            drivers_waiting: self.room.waiting() as u32,
+            peak_live: stats.peak_live,
         }
     }
 
