@@ -1,20 +1,21 @@
 //! The header every node store file starts with, so a file is never taken for another object.
 //!
 //! A store file is `header ++ value`. The header names the object, the head incarnation
-//! (`epoch`, random per head start, sent in `Welcome`) whose ids it is numbered in, and the
-//! value's length, and ends with a checksum of itself. Readers (same-host mappings, a node's
+//! (`epoch`, random per head start, sent in `Welcome`) whose ids it is numbered in, the value's
+//! length and the job it belongs to (a node's object service serves a job's credential only
+//! that job's objects), and ends with a checksum of itself. Readers (same-host mappings, a node's
 //! object service) check all four against what they expect before they use a byte of the value:
 //! a file left by an earlier head, planted under a matching name, truncated or overwritten is
 //! refused, not read as the object.
 //!
 //! Layout (little-endian, [`HEADER_LEN`] bytes, so the value starts 64-byte aligned):
-//! `magic[8] object[8] epoch[8] size[8] checksum[8] reserved[24]`; the checksum is FNV-1a 64
-//! over the first 32 bytes.
+//! `magic[8] object[8] epoch[8] size[8] job[8] checksum[8] reserved[16]`; the checksum is
+//! FNV-1a 64 over the first 40 bytes.
 
 /// Bytes before the value.
 pub const HEADER_LEN: usize = 64;
 
-const MAGIC: &[u8; 8] = b"STRLOBJ1";
+const MAGIC: &[u8; 8] = b"STRLOBJ2";
 
 /// What a store file claims to hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub struct StoreHeader {
     pub epoch: u64,
     /// The value's length in bytes.
     pub size: u64,
+    /// The job whose process made it.
+    pub job: u64,
 }
 
 /// Why a store file was refused.
@@ -79,8 +82,9 @@ impl StoreHeader {
         out[8..16].copy_from_slice(&self.object.to_le_bytes());
         out[16..24].copy_from_slice(&self.epoch.to_le_bytes());
         out[24..32].copy_from_slice(&self.size.to_le_bytes());
-        let sum = fnv1a(&out[..32]);
-        out[32..40].copy_from_slice(&sum.to_le_bytes());
+        out[32..40].copy_from_slice(&self.job.to_le_bytes());
+        let sum = fnv1a(&out[..40]);
+        out[40..48].copy_from_slice(&sum.to_le_bytes());
         out
     }
 
@@ -93,13 +97,14 @@ impl StoreHeader {
             return Err(HeaderError::NoHeader);
         }
         let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
-        if word(32) != fnv1a(&h[..32]) {
+        if word(40) != fnv1a(&h[..40]) {
             return Err(HeaderError::Corrupt);
         }
         Ok(StoreHeader {
             object: word(8),
             epoch: word(16),
             size: word(24),
+            job: word(32),
         })
     }
 
@@ -139,6 +144,7 @@ mod tests {
             object: 7,
             epoch: 0xabc,
             size: 100,
+            job: 3,
         };
         let bytes = h.encode();
         assert_eq!(StoreHeader::decode(&bytes), Ok(h));
@@ -159,6 +165,10 @@ mod tests {
         let mut flipped = bytes;
         flipped[9] ^= 1;
         assert_eq!(StoreHeader::decode(&flipped), Err(HeaderError::Corrupt));
+        // The job is covered too: a file cannot be moved to another job by editing it.
+        let mut moved = bytes;
+        moved[32] ^= 1;
+        assert_eq!(StoreHeader::decode(&moved), Err(HeaderError::Corrupt));
         assert_eq!(
             StoreHeader::decode(
                 b"hello, plain bytes of a value, no header here at all......................"

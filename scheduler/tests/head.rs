@@ -233,3 +233,175 @@ async fn ids_never_repeat_across_restarts_of_a_head() {
     .await
     .expect("bounded");
 }
+
+/// A driver session kept open: its sender, its replies, its welcome.
+struct Session {
+    tx: tokio::sync::mpsc::UnboundedSender<pb::ClientBatch>,
+    replies: tonic::Streaming<pb::HeadBatch>,
+    welcome: pb::Welcome,
+}
+
+async fn session(addr: std::net::SocketAddr) -> Session {
+    let mut c = client(addr).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(hello(starling_proto::PROTOCOL_VERSION)).unwrap();
+    let mut replies = c
+        .session(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+        .await
+        .expect("a session")
+        .into_inner();
+    let first = replies.next().await.expect("a reply").expect("welcomed");
+    let welcome = match &first.ops[0].kind {
+        Some(head_op::Kind::Welcome(w)) => *w,
+        other => panic!("no welcome: {other:?}"),
+    };
+    Session {
+        tx,
+        replies,
+        welcome,
+    }
+}
+
+impl Session {
+    fn send(&self, kind: client_op::Kind) {
+        self.tx
+            .send(pb::ClientBatch {
+                ops: vec![pb::ClientOp { kind: Some(kind) }],
+            })
+            .unwrap();
+    }
+
+    /// The status the head ended this session with.
+    async fn refusal(mut self) -> tonic::Status {
+        loop {
+            match self.replies.next().await {
+                Some(Ok(_)) => continue,
+                Some(Err(s)) => return s,
+                None => panic!("the session ended without a refusal"),
+            }
+        }
+    }
+}
+
+/// An op a session of another job tries, made from that session.
+type Attempt = Box<dyn Fn(&Session) -> client_op::Kind>;
+
+/// A session reaches only its own job's objects and tasks, whatever ids it names: it cannot
+/// read another job's object (over its session or with `Fetch` and a job credential), pass it
+/// to a task, cancel another job's task, or make an object or task in another session's range.
+#[tokio::test]
+async fn a_session_reaches_only_its_own_job_s_objects_and_tasks() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = temp_dir("job-objects");
+        let head = serve(config(&dir)).await.unwrap();
+        let addr = head.addr();
+        // Job A puts a value the head holds, and keeps its session (so the value lives).
+        let a = session(addr).await;
+        let secret = a.welcome.id_base | 1;
+        a.send(client_op::Kind::Put(pb::ObjectValue {
+            object: secret,
+            kind: Some(pb::object_value::Kind::Inline(b"job A's secret".to_vec())),
+        }));
+        // Its own session reads it back: the put landed.
+        a.send(client_op::Kind::Subscribe(secret));
+        let mut a = a;
+        let value = loop {
+            let batch = a.replies.next().await.expect("a reply").expect("no error");
+            if let Some(v) = batch.ops.into_iter().find_map(|op| match op.kind {
+                Some(head_op::Kind::Value(v)) if v.object == secret => Some(v),
+                _ => None,
+            }) {
+                break v;
+            }
+        };
+        assert_eq!(
+            value.kind,
+            Some(pb::object_value::Kind::Inline(b"job A's secret".to_vec()))
+        );
+        let job_a = starling_proto::JobId(a.welcome.job);
+
+        let spec = |id: u64, args: Vec<pb::TaskArg>| pb::TaskSpec {
+            task_id: id,
+            function: "f".into(),
+            args,
+            ..Default::default()
+        };
+        let attempts: Vec<(&str, Attempt)> = vec![
+            ("read object", Box::new(move |_| client_op::Kind::Subscribe(secret))),
+            (
+                "pass object",
+                Box::new(move |b| {
+                    client_op::Kind::Submit(spec(
+                        b.welcome.id_base | 1,
+                        vec![pb::TaskArg {
+                            kind: Some(pb::task_arg::Kind::Object(secret)),
+                        }],
+                    ))
+                }),
+            ),
+            (
+                "cancel task",
+                Box::new(move |_| client_op::Kind::Cancel(secret)),
+            ),
+            (
+                "submit task",
+                Box::new(move |_| client_op::Kind::Submit(spec(secret + 1, vec![]))),
+            ),
+            (
+                "put object",
+                Box::new(move |_| {
+                    client_op::Kind::Put(pb::ObjectValue {
+                        object: secret + 2,
+                        kind: Some(pb::object_value::Kind::Inline(b"planted".to_vec())),
+                    })
+                }),
+            ),
+        ];
+        for (what, op) in attempts {
+            let b = session(addr).await;
+            assert_ne!(b.welcome.job, job_a.0);
+            b.send(op(&b));
+            let refusal = b.refusal().await;
+            assert_eq!(refusal.code(), tonic::Code::PermissionDenied, "{what}: {refusal:?}");
+            assert!(
+                refusal.message().contains(&format!("cannot {what}")),
+                "{what}: {}",
+                refusal.message()
+            );
+        }
+
+        // Fetch with a job credential: job A's reads its value, another job's is refused.
+        let cluster = Token::parse(TOKEN).unwrap();
+        let fetch = |job: u64| {
+            let token = cluster.for_job(starling_proto::JobId(job));
+            async move {
+                client_with(addr, Some(token.expose()))
+                    .await
+                    .fetch(pb::FetchRequest {
+                        object: secret,
+                        epoch: 0,
+                    })
+                    .await
+            }
+        };
+        let mut own = fetch(job_a.0).await.expect("job A fetches its own").into_inner();
+        let chunk = own.next().await.expect("a chunk").expect("no error");
+        assert_eq!(chunk.data, b"job A's secret");
+        let other = fetch(job_a.0 + 1).await.expect_err("another job's credential");
+        assert_eq!(other.code(), tonic::Code::PermissionDenied, "{other:?}");
+
+        // Job A's value is still there: none of it touched it.
+        a.send(client_op::Kind::Subscribe(secret));
+        let batch = a.replies.next().await.expect("a reply").expect("job A's session lives");
+        assert!(batch.ops.iter().any(|op| matches!(
+            &op.kind,
+            Some(head_op::Kind::Value(v)) if v.kind == Some(pb::object_value::Kind::Inline(b"job A's secret".to_vec()))
+        )));
+        // A graceful shutdown waits for open sessions.
+        drop(a);
+        head.shutdown().await;
+        let _ = std::fs::remove_dir_all(dir);
+    })
+    .await
+    .expect("bounded");
+}

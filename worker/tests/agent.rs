@@ -652,11 +652,24 @@ async fn a_tampered_binary_is_never_run() -> Result<()> {
 /// Writes `data` as a store file of object `id` under head `epoch` (header first), made
 /// elsewhere with modification time `modified` and renamed in, as a worker does.
 fn store_file(dir: &Path, id: u64, epoch: u64, data: &[u8], modified: SystemTime) -> Result<()> {
+    store_file_of(dir, id, epoch, 0, data, modified)
+}
+
+/// [`store_file`] of an object of `job`.
+fn store_file_of(
+    dir: &Path,
+    id: u64,
+    epoch: u64,
+    job: u64,
+    data: &[u8],
+    modified: SystemTime,
+) -> Result<()> {
     use starling_proto::store_file::StoreHeader;
     let header = StoreHeader {
         object: id,
         epoch,
         size: data.len() as u64,
+        job,
     };
     let tmp = dir
         .parent()
@@ -916,5 +929,66 @@ async fn unreachable_and_refusing_heads_are_typed_errors() -> Result<()> {
         }
         other => bail!("expected Refused, got {other:?}"),
     }
+    Ok(())
+}
+
+/// A job's credential fetches that job's objects from a node and no other job's; the cluster
+/// token fetches any. The store file's header says whose an object is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_s_credential_fetches_only_that_job_s_objects() -> Result<()> {
+    use starling_proto::security::{Credentials, Token};
+    let tmp = TempDir::new("objects-scoped")?;
+    let head = Head::start(None, HashMap::new()).await?;
+    let cluster = Token::parse("cluster-token-for-scopes")?;
+    let mut cfg = config(&head, &tmp.0, None);
+    cfg.credentials.token = Some(cluster.clone());
+    let store = tmp.0.join("store");
+    let agent = start(cfg).await?;
+    store_file_of(&store, 5, 0, 3, b"job 3's object", SystemTime::now())?;
+
+    let fetch = |token: Token| {
+        let addr = agent.object_address();
+        async move {
+            let creds = Credentials {
+                token: Some(token),
+                tls_ca: None,
+            };
+            let channel = creds.endpoint(&addr.to_string())?.connect().await?;
+            let mut client =
+                pb::object_service_client::ObjectServiceClient::new(creds.intercept(channel));
+            let answer = client
+                .fetch(pb::FetchRequest {
+                    object: 5,
+                    epoch: 0,
+                })
+                .await;
+            let mut got = Vec::new();
+            match answer {
+                Ok(stream) => {
+                    let mut chunks = stream.into_inner();
+                    while let Some(c) = tokio::time::timeout(WAIT, chunks.message()).await?? {
+                        got.extend_from_slice(&c.data);
+                    }
+                    Ok::<_, anyhow::Error>(Ok(got))
+                }
+                Err(status) => Ok(Err(status)),
+            }
+        }
+    };
+    let own =
+        tokio::time::timeout(WAIT, fetch(cluster.for_job(starling_proto::JobId(3)))).await??;
+    assert_eq!(own.expect("job 3 reads its object"), b"job 3's object");
+    let any = tokio::time::timeout(WAIT, fetch(cluster.clone())).await??;
+    assert_eq!(any.expect("the cluster token reads any"), b"job 3's object");
+    let other =
+        tokio::time::timeout(WAIT, fetch(cluster.for_job(starling_proto::JobId(4)))).await??;
+    let status = other.expect_err("job 4 read job 3's object");
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(
+        status.message().contains("of job J3"),
+        "{}",
+        status.message()
+    );
+    agent.shutdown().await;
     Ok(())
 }

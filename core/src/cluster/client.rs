@@ -409,6 +409,11 @@ impl Client {
         client
     }
 
+    /// The job of the current session.
+    pub fn job(&self) -> u64 {
+        self.job.load(Ordering::Acquire)
+    }
+
     /// The head incarnation of the current session (see [`starling_proto::store_file`]).
     pub fn head_epoch(&self) -> u64 {
         self.head_epoch.load(Ordering::Acquire)
@@ -649,7 +654,7 @@ impl Client {
         let blob = Blob::new(bytes);
         let stored = match &self.local {
             Some(local) if blob.len() > INLINE_LIMIT => {
-                local.write(id, self.head_epoch(), &blob).ok()
+                local.write(id, self.head_epoch(), self.job(), &blob).ok()
             }
             _ => None,
         };

@@ -25,12 +25,14 @@ impl LocalStore {
         self.dir.join(id.0.to_string())
     }
 
-    /// Writes `bytes` as object `id` of head `epoch`, after the store file header (to a
-    /// temporary name first, so readers never see a partial file) and returns its location.
+    /// Writes `bytes` as object `id` of head `epoch` and of `job`, after the store file header
+    /// (to a temporary name first, so readers never see a partial file) and returns its
+    /// location.
     pub fn write(
         &self,
         id: ObjectId,
         epoch: u64,
+        job: u64,
         bytes: &[u8],
     ) -> std::io::Result<pb::ObjectLocation> {
         use std::io::Write;
@@ -40,6 +42,7 @@ impl LocalStore {
             object: id.0,
             epoch,
             size: bytes.len() as u64,
+            job,
         };
         let mut file = starling_proto::dirs::create_file(&tmp)?;
         file.write_all(&header.encode())?;

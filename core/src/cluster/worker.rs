@@ -641,7 +641,12 @@ impl Pool {
         let kind = match invoked {
             Invoked::Value(bytes) => match client.local_store() {
                 Some(local) if bytes.len() > INLINE_LIMIT => {
-                    match local.write(spec.return_object(), client.head_epoch(), &bytes) {
+                    match local.write(
+                        spec.return_object(),
+                        client.head_epoch(),
+                        client.job(),
+                        &bytes,
+                    ) {
                         Ok(_) => task_done::Kind::Stored(bytes.len() as u64),
                         Err(_) => task_done::Kind::Inline(bytes),
                     }

@@ -346,7 +346,25 @@ impl pb::head_server::Head for HeadService {
         &self,
         request: Request<pb::FetchRequest>,
     ) -> Result<Response<Self::FetchStream>, Status> {
+        let scope = Scope::of(&request);
         let object = ObjectId(request.into_inner().object);
+        // A job's credential reads only that job's objects.
+        if let Scope::Job(job) = scope {
+            match self.head.object_job(object) {
+                Some(owner) if owner == job => {}
+                Some(owner) => {
+                    return Err(Status::permission_denied(format!(
+                        "a credential of job {job} cannot read object {object} of job {owner}"
+                    )))
+                }
+                None => {
+                    return Err(Status::permission_denied(format!(
+                        "a credential of job {job} cannot read object {object}, which no job \
+                         of this head made"
+                    )))
+                }
+            }
+        }
         let held = self
             .head
             .head_value(object)

@@ -349,6 +349,9 @@ pub(crate) struct State {
     dying: HashMap<(NodeId, u32), (WorkerId, Instant, String)>,
     /// Exits nodes reported before the worker's session was seen to end (the two race).
     exits: HashMap<(NodeId, u32), (i32, Instant)>,
+    /// The job of every session this head opened, by session number (the top bits of the ids
+    /// it made): an id belongs to its session's job, and a session reaches only its own job's.
+    session_jobs: HashMap<u64, JobId>,
     next_worker: u64,
     next_node: u64,
     next_job: u64,
@@ -404,6 +407,7 @@ impl Head {
                 jobs,
                 dying: HashMap::new(),
                 exits: HashMap::new(),
+                session_jobs: HashMap::new(),
                 next_worker: 1,
                 next_node: 1,
                 next_job: first_job.max(1),
@@ -532,6 +536,7 @@ impl Head {
             let worker = WorkerId(st.next_worker);
             st.next_worker += 1;
             st.out.clients.insert(client, conn(job, Some(worker), node));
+            st.session_jobs.insert(client, job);
             st.out.worker_client.insert(worker, client);
             reactor::on_job_worker_added(&mut st.core, node, job, worker);
             welcome.job = job.0;
@@ -560,6 +565,7 @@ impl Head {
                 },
             );
             st.out.clients.insert(client, conn(job, None, HEAD_NODE));
+            st.session_jobs.insert(client, job);
             welcome.job = job.0;
             // Start one worker per CPU of every node the job may use, so its first tasks do not
             // wait for process start-up one by one.
@@ -911,6 +917,12 @@ impl Head {
         }
     }
 
+    /// The job that made object `id` (`None`: no session of this head made it).
+    pub fn object_job(&self, id: ObjectId) -> Option<JobId> {
+        let g = self.state.lock();
+        g.session_jobs.get(&(id.0 >> SESSION_SHIFT)).copied()
+    }
+
     /// Closes every stream (shutdown).
     pub fn close_all(&self) {
         let mut g = self.state.lock();
@@ -937,6 +949,36 @@ fn bad(what: &str) -> Status {
     Status::invalid_argument(format!("malformed message: {what}"))
 }
 
+/// The bits of an id above its session's counter: the session's number.
+const SESSION_SHIFT: u32 = 40;
+
+/// `Ok` if `id` is in the range of session `client` (a new task or `put` names its own id).
+fn own_id(client: u64, id: u64, what: &str) -> Result<(), Status> {
+    if id >> SESSION_SHIFT == client {
+        return Ok(());
+    }
+    Err(Status::permission_denied(format!(
+        "session {client} cannot {what} {id}: the id is not in its range"
+    )))
+}
+
+/// `Ok` unless `id` was made by a session of a job other than `job`: a session reaches only its
+/// own job's objects and tasks (ids of sessions this head does not know fall through to the
+/// usual answers, `ObjectLost` and the like).
+fn same_job(
+    session_jobs: &HashMap<u64, JobId>,
+    job: JobId,
+    id: u64,
+    what: &str,
+) -> Result<(), Status> {
+    match session_jobs.get(&(id >> SESSION_SHIFT)) {
+        Some(owner) if *owner != job => Err(Status::permission_denied(format!(
+            "job {job} cannot {what} {id} of job {owner}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), Status> {
     let Some(kind) = op.kind else {
         return Err(bad("empty operation"));
@@ -954,6 +996,12 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
                 .try_into()
                 .map_err(|e: starling_proto::wire::DecodeError| bad(&e.0))?;
             spec.job = job;
+            own_id(client, spec.id.0, "submit task")?;
+            for arg in &spec.args {
+                if let TaskArg::Object(o) = arg {
+                    same_job(&st.session_jobs, job, o.0, "pass object")?;
+                }
+            }
             if st.core.object_state(spec.return_object()).is_some()
                 || st.core.task_state(spec.id).is_some()
             {
@@ -970,6 +1018,7 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             let Some(object_value::Kind::Inline(bytes)) = v.kind else {
                 return Err(bad("put without an inline value"));
             };
+            own_id(client, object.0, "put object")?;
             if st.core.object_state(object).is_some() {
                 return Err(bad(&format!("object id {object} is already in use")));
             }
@@ -983,6 +1032,7 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             let Some(object_value::Kind::Location(l)) = v.kind else {
                 return Err(bad("stored put without a location"));
             };
+            own_id(client, object.0, "put object")?;
             if st.core.object_state(object).is_some() {
                 return Err(bad(&format!("object id {object} is already in use")));
             }
@@ -1002,6 +1052,7 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             }
         }
         client_op::Kind::Subscribe(o) => {
+            same_job(&st.session_jobs, job, o, "read object")?;
             let object = ObjectId(o);
             match st.out.value_of(object) {
                 Some(v) => st.out.queue_client(client, head_op::Kind::Value(v)),
@@ -1023,9 +1074,11 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             }
         }
         client_op::Kind::Cancel(t) => {
+            same_job(&st.session_jobs, job, t, "cancel task")?;
             reactor::on_cancel(&mut st.core, &mut st.out, TaskId(t), false);
         }
         client_op::Kind::CancelForce(t) => {
+            same_job(&st.session_jobs, job, t, "cancel task")?;
             reactor::on_cancel(&mut st.core, &mut st.out, TaskId(t), true);
         }
         client_op::Kind::Blocked(_) => {

@@ -37,6 +37,7 @@ impl pb::object_service_server::ObjectService for ObjectServer {
         &self,
         request: Request<pb::FetchRequest>,
     ) -> Result<Response<Self::FetchStream>, Status> {
+        let scope = starling_proto::security::Scope::of(&request);
         let request = request.into_inner();
         let id = ObjectId(request.object);
         let (mut file, path) = self.disk.open(id).await.map_err(|e| {
@@ -64,9 +65,18 @@ impl pb::object_service_server::ObjectService for ObjectServer {
         file.read_exact(&mut header)
             .await
             .map_err(|_| refused(HeaderError::NoHeader.to_string()))?;
-        StoreHeader::decode(&header)
-            .and_then(|h| h.check(id.0, request.epoch, len))
+        let header = StoreHeader::decode(&header)
+            .and_then(|h| h.check(id.0, request.epoch, len).map(|()| h))
             .map_err(|e| refused(e.to_string()))?;
+        // A job's credential reads only that job's objects (the header says whose it is).
+        if let starling_proto::security::Scope::Job(job) = scope {
+            if header.job != job.0 {
+                return Err(Status::permission_denied(format!(
+                    "a credential of job {job} cannot read object {id} of job {}",
+                    starling_proto::JobId(header.job)
+                )));
+            }
+        }
         let total = len - HEADER_LEN as u64;
         // A small window: enough to keep the connection busy, bounded memory per transfer.
         let (tx, rx) = mpsc::channel(4);
