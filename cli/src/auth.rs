@@ -14,7 +14,7 @@ pub struct AuthArgs {
     #[arg(long, value_name = "PATH", global = true)]
     pub token_file: Option<PathBuf>,
     /// PEM file of CA certificates to trust: connect to the head with TLS.
-    #[arg(long, value_name = "PEM", env = "STARLING_TLS_CA", global = true)]
+    #[arg(long, value_name = "PEM", env = starling_proto::env::TLS_CA, global = true)]
     pub tls_ca: Option<PathBuf>,
 }
 

@@ -268,7 +268,7 @@ impl head::Launcher for LocalLauncher {
             .arg(&pool.name)
             .arg("--log-dir")
             .arg(dir.join("logs"))
-            .env_remove("STARLING_WORKER_HEAD")
+            .env_remove(starling_proto::env::WORKER_HEAD)
             // The environment, not the command line: other users can read `ps`.
             .env(TOKEN_ENV, self.token.expose())
             .stdin(std::process::Stdio::null())
@@ -278,8 +278,8 @@ impl head::Launcher for LocalLauncher {
             cmd.env(TLS_CA_ENV, ca);
         }
         if let Some((cert, key)) = &self.tls_cert {
-            cmd.env("STARLING_TLS_CERT", cert)
-                .env("STARLING_TLS_KEY", key);
+            cmd.env(starling_proto::env::TLS_CERT, cert)
+                .env(starling_proto::env::TLS_KEY, key);
         }
         if pool.num_cpus_per_node > 0 {
             cmd.arg("--num-cpus")

@@ -17,7 +17,7 @@ use crate::parse;
 #[derive(Args, Debug)]
 pub struct HeadArg {
     /// The head (host:port).
-    #[arg(long, value_name = "ADDR", env = "STARLING_HEAD", global = true)]
+    #[arg(long, value_name = "ADDR", env = starling_proto::env::HEAD, global = true)]
     head: Option<String>,
     #[command(flatten)]
     auth: crate::auth::AuthArgs,

@@ -17,7 +17,7 @@ use crate::parse;
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     /// The head to ask (host:port).
-    #[arg(long, value_name = "ADDR", env = "STARLING_HEAD")]
+    #[arg(long, value_name = "ADDR", env = starling_proto::env::HEAD)]
     head: String,
     /// Seconds to wait for the head's answer.
     #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "5")]

@@ -20,7 +20,7 @@ use crate::parse;
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
     /// The head to join (host:port).
-    #[arg(long, value_name = "ADDR", env = "STARLING_HEAD")]
+    #[arg(long, value_name = "ADDR", env = starling_proto::env::HEAD)]
     head: String,
     /// CPUs this node offers [default: the number of cores].
     #[arg(long, value_name = "N", value_parser = parse::amount)]
@@ -76,7 +76,7 @@ pub struct WorkerArgs {
     #[arg(
         long,
         value_name = "PEM",
-        env = "STARLING_TLS_CERT",
+        env = starling_proto::env::TLS_CERT,
         requires = "tls_key"
     )]
     tls_cert: Option<PathBuf>,
@@ -84,7 +84,7 @@ pub struct WorkerArgs {
     #[arg(
         long,
         value_name = "PEM",
-        env = "STARLING_TLS_KEY",
+        env = starling_proto::env::TLS_KEY,
         requires = "tls_cert"
     )]
     tls_key: Option<PathBuf>,

@@ -17,6 +17,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use starling_proto::env::{JOB_ID as JOB_ENV, JOB_INPUT as INPUT_ENV};
 use starling_proto::pb;
 
 use crate::__private::{InvokeError, RemoteValue};
@@ -28,13 +29,6 @@ use crate::registry::Registration;
 /// Every `#[starling::job]` function linked into this binary.
 #[linkme::distributed_slice]
 pub static JOB_FUNCTIONS: [Registration];
-
-/// Names the job function the payload runs instead of `main`.
-pub(crate) const FUNCTION_ENV: &str = "STARLING_JOB_FUNCTION";
-/// The file that holds the function's encoded arguments (set by the node agent).
-const INPUT_ENV: &str = "STARLING_JOB_INPUT";
-/// The job's id (set by the node agent).
-const JOB_ENV: &str = "STARLING_JOB_ID";
 
 /// The encoded arguments of one job call.
 #[derive(Default)]

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{Config, Mode};
 
 /// The environment variable that names the head for clients and job payloads.
-pub const HEAD_ENV: &str = "STARLING_HEAD";
+pub use starling_proto::env::HEAD as HEAD_ENV;
 
 /// Where a job is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -618,7 +618,7 @@ impl JobClient {
         let exe = std::env::current_exe()
             .map_err(|e| Error::JobRequest(format!("cannot find this executable: {e}")))?;
         options.input = input;
-        options = options.env(crate::job_fn::FUNCTION_ENV, function);
+        options = options.env(starling_proto::env::JOB_FUNCTION, function);
         if options.name.is_none() {
             let name = function.split('#').next().unwrap_or(function);
             options.name = Some(name.rsplit("::").next().unwrap_or(name).to_string());

@@ -6,9 +6,11 @@
 //! move task arguments and results as opaque bytes: nothing here knows a user type.
 
 pub mod dirs;
+pub mod env;
 #[doc(hidden)]
 pub mod fuzz;
 mod ids;
+pub mod limits;
 mod resources;
 pub mod security;
 pub mod store_file;

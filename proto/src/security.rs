@@ -27,9 +27,9 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
 /// The environment variable a token is read from (and passed on to child processes in).
-pub const TOKEN_ENV: &str = "STARLING_TOKEN";
+pub use crate::env::TOKEN as TOKEN_ENV;
 /// The environment variable naming a PEM file of CA certificates to trust for TLS.
-pub const TLS_CA_ENV: &str = "STARLING_TLS_CA";
+pub use crate::env::TLS_CA as TLS_CA_ENV;
 /// The token's file name under a head's data directory.
 pub const TOKEN_FILE: &str = "token";
 /// The metadata key the token travels in.

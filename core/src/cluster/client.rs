@@ -44,8 +44,9 @@ use crate::runtime::{exec, prepare_call, Config, NodeInfo, RuntimeStats};
 use starling_scheduler::head::{ClientTx, HeadService};
 
 /// Values up to this size are sent inline; larger `put`s go to the local node store if there is
-/// one.
-pub(crate) const INLINE_LIMIT: usize = 100 * 1024;
+/// one. Largest message this client sends or accepts. A batch stops growing past
+/// `MAX_BATCH_BYTES` encoded bytes, so large values do not add up to an oversized message.
+pub(crate) use starling_proto::limits::{INLINE_LIMIT, MAX_BATCH_BYTES, MAX_MESSAGE_BYTES};
 
 /// How many times a value whose node was lost is asked for again before `get` gives up with
 /// `ObjectLost` (spread over about [`REFETCH_TRIES`] × [`REFETCH_MAX_PAUSE`] at most, longer than
@@ -53,16 +54,9 @@ pub(crate) const INLINE_LIMIT: usize = 100 * 1024;
 const REFETCH_TRIES: u32 = 12;
 const REFETCH_MAX_PAUSE: Duration = Duration::from_secs(1);
 
-/// Largest message this client sends or accepts.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
-
 /// Largest value a driver outside the cluster's nodes can `put` (it travels to the head in one
 /// message); a driver on a node writes large values to the node's store instead, without limit.
 const MAX_PUT_BYTES: usize = MAX_MESSAGE_BYTES - (1 << 20);
-
-/// A batch stops growing past this many encoded bytes, so large values do not add up to an
-/// oversized message.
-const MAX_BATCH_BYTES: usize = 8 << 20;
 
 /// Something that keeps a cluster's pieces alive while its client is in use (the local cluster's
 /// head and node agent), and stops them.
@@ -936,7 +930,7 @@ fn driver_hello(build: String) -> pb::Hello {
         build,
         node: 0,
         // A multi-node job's entrypoint joins its job.
-        job: std::env::var(super::env::JOB)
+        job: std::env::var(super::env::JOB_ID)
             .ok()
             .and_then(|j| j.parse().ok())
             .unwrap_or(0),
@@ -979,7 +973,7 @@ pub(crate) fn upload_chunks(data: &[u8]) -> Vec<pb::Chunk> {
         }];
     }
     let mut build = Some(build);
-    data.chunks(1 << 20)
+    data.chunks(starling_proto::limits::CHUNK)
         .enumerate()
         .map(|(i, c)| pb::Chunk {
             data: c.to_vec(),

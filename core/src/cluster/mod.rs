@@ -15,12 +15,4 @@ pub(crate) mod objects;
 pub(crate) mod worker;
 
 /// Environment variables set by a node agent for the worker processes it starts.
-pub(crate) mod env {
-    pub const HEAD: &str = "STARLING_WORKER_HEAD";
-    pub const NODE: &str = "STARLING_NODE_ID";
-    pub const JOB: &str = "STARLING_JOB_ID";
-    pub const STORE_DIR: &str = "STARLING_STORE_DIR";
-    pub const SPILL_DIR: &str = "STARLING_SPILL_DIR";
-    pub const GPU_IDS: &str = "STARLING_GPU_IDS";
-    pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
-}
+pub(crate) use starling_proto::env;

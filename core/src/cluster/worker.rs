@@ -37,10 +37,10 @@ pub(crate) static WORKER_MODE_HOOK: extern "C" fn() = worker_mode_hook;
 
 #[cfg(target_os = "linux")]
 extern "C" fn worker_mode_hook() {
-    if let Some(head) = std::env::var_os(env::HEAD) {
+    if let Some(head) = std::env::var_os(env::WORKER_HEAD) {
         // Programs that tasks start (a `starling` CLI call, another Starling program) must not
         // become workers too. This runs before `main`, on the only thread.
-        std::env::remove_var(env::HEAD);
+        std::env::remove_var(env::WORKER_HEAD);
         let head = head.to_string_lossy().into_owned();
         let code = match std::panic::catch_unwind(|| run_worker(head)) {
             Ok(Ok(())) => 0,
@@ -52,10 +52,10 @@ extern "C" fn worker_mode_hook() {
         };
         std::process::exit(code);
     }
-    if let Some(function) = std::env::var_os(crate::job_fn::FUNCTION_ENV) {
+    if let Some(function) = std::env::var_os(starling_proto::env::JOB_FUNCTION) {
         // A `#[starling::job]` payload on instance 0: run that function instead of `main`.
         // Programs it starts must not do the same.
-        std::env::remove_var(crate::job_fn::FUNCTION_ENV);
+        std::env::remove_var(starling_proto::env::JOB_FUNCTION);
         std::process::exit(crate::job_fn::run(&function.to_string_lossy()));
     }
 }
@@ -83,10 +83,10 @@ fn var(name: &str) -> Result<String, crate::Error> {
 fn run_worker(head: String) -> Result<(), crate::Error> {
     exec::install_panic_hook();
     keep_freed_memory();
-    let node: u64 = var(env::NODE)?
+    let node: u64 = var(env::NODE_ID)?
         .parse()
         .map_err(|_| crate::Error::Startup("bad node id".into()))?;
-    let job: u64 = var(env::JOB)?
+    let job: u64 = var(env::JOB_ID)?
         .parse()
         .map_err(|_| crate::Error::Startup("bad job id".into()))?;
     let local = std::env::var(env::STORE_DIR).ok().map(|dir| LocalStore {

@@ -1200,10 +1200,6 @@ fn unknown_job(id: u64) -> Status {
     Status::not_found(format!("unknown job {id}"))
 }
 
-fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
@@ -1270,12 +1266,12 @@ pub(crate) fn check_payload(spec: &pb::JobSpec, bin_dir: &Path) -> Result<(), St
     let payload = spec.payload.clone().unwrap_or_default();
     match &payload.kind {
         Some(pb::payload::Kind::Binary(b)) => {
-            if !valid_id(b) || !bin_dir.join(b).is_file() {
+            if !starling_proto::is_build_id(b) || !bin_dir.join(b).is_file() {
                 return refuse(format!("payload binary {b} was not uploaded"));
             }
         }
         Some(pb::payload::Kind::Directory(d)) => {
-            if !valid_id(d) || !bin_dir.join(d).is_file() {
+            if !starling_proto::is_build_id(d) || !bin_dir.join(d).is_file() {
                 return refuse(format!("payload directory {d} was not uploaded"));
             }
             check_entrypoint(&bin_dir.join(d), &payload.entrypoint, &payload.command)
@@ -1330,9 +1326,10 @@ mod tests {
     use super::*;
     use starling_proto::fuzz::{self, Rng};
 
-    const BINARY: &str = "00ff00ff";
-    const DIRECTORY: &str = "0a0b0c0d";
-    const BAD_DIRECTORY: &str = "0e0e0e0e";
+    // Payload ids are build ids: the SHA-256 of the bytes, in lowercase hex.
+    const BINARY: &str = "00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff";
+    const DIRECTORY: &str = "0a0b0c0d0a0b0c0d0a0b0c0d0a0b0c0d0a0b0c0d0a0b0c0d0a0b0c0d0a0b0c0d";
+    const BAD_DIRECTORY: &str = "0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e";
 
     fn setup(tag: &str) -> (PathBuf, Jobs, Outbox) {
         let root =

@@ -43,10 +43,8 @@ pub use service::HeadService;
 pub use state::ClientTx;
 
 /// Values up to this size travel inline in messages; larger task results stay on their node.
-pub const INLINE_LIMIT: usize = 100 * 1024;
-
 /// Largest gRPC message accepted or sent (a larger one is refused with a clear status).
-pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+pub use starling_proto::limits::{INLINE_LIMIT, MAX_MESSAGE_BYTES};
 
 /// Tasks a busy worker process may be handed ahead by default: enough to cover a network round
 /// trip of short tasks, few enough that long tasks do not pile up behind each other.

@@ -18,7 +18,7 @@ use super::state::{ClientTx, Head};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-const CHUNK: usize = 1 << 20;
+use starling_proto::limits::CHUNK;
 
 /// The `Head` gRPC service. Cheap to clone.
 #[derive(Clone)]

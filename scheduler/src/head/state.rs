@@ -217,7 +217,7 @@ fn head_location(object: ObjectId, size: u64) -> pb::ObjectLocation {
 
 /// A batch stops growing past this many encoded bytes, so large inline values do not add up to
 /// a message over the size limit.
-const MAX_BATCH_BYTES: usize = 8 << 20;
+use starling_proto::limits::MAX_BATCH_BYTES;
 
 /// Splits ops into batches of at most [`MAX_BATCH_BYTES`] (a single larger op gets its own).
 fn split_by_size(ops: Vec<pb::HeadOp>) -> Vec<Vec<pb::HeadOp>> {

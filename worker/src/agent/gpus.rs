@@ -14,7 +14,7 @@ const DETECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The GPUs this host shows this process, by id: `CUDA_VISIBLE_DEVICES` if set, else what
 /// `nvidia-smi -L` lists (none if it is missing, fails or takes over 10 s).
 pub fn detect() -> Vec<String> {
-    if let Some(v) = std::env::var_os("CUDA_VISIBLE_DEVICES") {
+    if let Some(v) = std::env::var_os(starling_proto::env::CUDA_VISIBLE_DEVICES) {
         // Set, even empty: this process was given exactly these GPUs.
         return parse_list(&v.to_string_lossy()).unwrap_or_default();
     }

@@ -74,29 +74,12 @@ pub use self::objects::CHUNK as FETCH_CHUNK;
 pub use self::procs::{MAX_RESTARTS, RESTART_WINDOW};
 
 /// The largest gRPC message the agent sends or accepts, on clients and servers alike.
-pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+pub use starling_proto::limits::MAX_MESSAGE_BYTES;
 
-/// The environment a worker process is started with (on top of the agent's own). The binary
-/// enters worker mode when it sees [`WORKER_HEAD`](env::WORKER_HEAD).
-pub mod env {
-    /// The head address, exactly as the agent was configured with it.
-    pub const WORKER_HEAD: &str = "STARLING_WORKER_HEAD";
-    /// The node id, in decimal (`3`, not `N3`).
-    pub const NODE_ID: &str = "STARLING_NODE_ID";
-    /// The job id, in decimal.
-    pub const JOB_ID: &str = "STARLING_JOB_ID";
-    /// The node's object store directory (absolute); an object is the file `<dir>/<id>`.
-    pub const STORE_DIR: &str = "STARLING_STORE_DIR";
-    /// Where objects over the store's cap are moved (absolute); same file names.
-    pub const SPILL_DIR: &str = "STARLING_SPILL_DIR";
-    /// The node's object service, `host:port`.
-    pub const OBJECT_ADDR: &str = "STARLING_OBJECT_ADDR";
-    /// The ids of the GPUs the running task holds, joined with commas (set per task by the
-    /// worker; empty at start on a node with GPUs).
-    pub const GPU_IDS: &str = "STARLING_GPU_IDS";
-    /// What CUDA reads to know which GPUs it may use: the same ids as [`GPU_IDS`].
-    pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
-}
+/// The environment a worker process is started with (on top of the agent's own), and a job
+/// entrypoint's. The binary enters worker mode when it sees
+/// [`WORKER_HEAD`](env::WORKER_HEAD).
+pub use starling_proto::env;
 
 /// The value of environment variable `name` for a process of `job`: the cluster token becomes
 /// the job's own credential (`Token::for_job`), so a task or an entrypoint can act on its job

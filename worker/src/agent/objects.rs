@@ -21,7 +21,7 @@ use tonic::{Request, Response, Status};
 use super::disk::Disk;
 
 /// Bytes per streamed chunk.
-pub const CHUNK: usize = 1 << 20;
+pub use starling_proto::limits::CHUNK;
 
 /// The gRPC `ObjectService` of one node.
 #[derive(Debug)]

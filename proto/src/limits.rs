@@ -1,0 +1,16 @@
+//! Sizes every side of the protocol agrees on, defined once.
+
+/// Values up to this size travel inline in messages; larger task results stay in the store of
+/// the node that made them, and larger `put`s go to the local node's store when there is one.
+pub const INLINE_LIMIT: usize = 100 * 1024;
+
+/// The largest gRPC message any Starling client or server sends or accepts (a larger one is
+/// refused with a clear status).
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// A batch of session ops stops growing past this many encoded bytes, so large values do not
+/// add up to an oversized message.
+pub const MAX_BATCH_BYTES: usize = 8 << 20;
+
+/// Bytes per chunk of a streamed file (binaries, payloads, objects).
+pub const CHUNK: usize = 1 << 20;
