@@ -5,6 +5,7 @@
 //! and from their protobuf form through `From` impls (see [`wire`]). The head and node agents
 //! move task arguments and results as opaque bytes: nothing here knows a user type.
 
+pub mod chunks;
 pub mod dirs;
 pub mod env;
 #[doc(hidden)]

@@ -525,6 +525,48 @@ impl ServerTls {
     }
 }
 
+/// The innermost cause of an error (tonic's outer message is only "transport error").
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut e = e;
+    while let Some(next) = e.source() {
+        e = next;
+    }
+    e.to_string()
+}
+
+/// One attempt to dial `endpoint`, given up at `deadline`; why it failed otherwise.
+pub async fn dial_once(endpoint: &Endpoint, deadline: std::time::Instant) -> Result<Channel, String> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return Err("no time left".into());
+    }
+    let endpoint = endpoint.clone().connect_timeout(left);
+    match tokio::time::timeout(left, endpoint.connect()).await {
+        Ok(Ok(channel)) => Ok(channel),
+        Ok(Err(e)) => Err(root_cause(&e)),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+/// Dials `endpoint` until it answers or `deadline` passes, waiting 50 ms, then twice as long
+/// each time up to 1 s, between attempts; the last attempt's failure otherwise. The one
+/// connect-and-retry loop of drivers, workers and node agents.
+pub async fn dial(endpoint: &Endpoint, deadline: std::time::Instant) -> Result<Channel, String> {
+    let mut backoff = std::time::Duration::from_millis(50);
+    loop {
+        let why = match dial_once(endpoint, deadline).await {
+            Ok(channel) => return Ok(channel),
+            Err(why) => why,
+        };
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(why);
+        }
+        tokio::time::sleep(backoff.min(left)).await;
+        backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

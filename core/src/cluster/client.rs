@@ -864,28 +864,11 @@ pub(crate) async fn connect_channel(
     let endpoint = creds
         .endpoint(addr)
         .map_err(|e| unreachable(e.to_string()))?
-        .tcp_nodelay(true)
-        .connect_timeout(timeout.min(Duration::from_secs(2)));
-    let deadline = Instant::now() + timeout;
-    loop {
-        match endpoint.connect().await {
-            Ok(c) => return Ok(creds.intercept(c)),
-            Err(e) if Instant::now() >= deadline => {
-                let why = format!("no answer within {timeout:?} ({})", root_cause(&e));
-                return Err(unreachable(why));
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-}
-
-/// The innermost cause of an error (tonic's outer message is only "transport error").
-pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut e = e;
-    while let Some(next) = e.source() {
-        e = next;
-    }
-    e.to_string()
+        .tcp_nodelay(true);
+    starling_proto::security::dial(&endpoint, Instant::now() + timeout)
+        .await
+        .map(|c| creds.intercept(c))
+        .map_err(|why| unreachable(format!("no answer within {timeout:?} ({why})")))
 }
 
 type Opened = (Outbound, pb::Welcome, (Vec<pb::HeadOp>, Incoming));
@@ -965,22 +948,7 @@ async fn upload_binary(addr: &str, creds: &Credentials, timeout: Duration) -> Re
 /// `data` as the chunks of a `PutBinary` upload: 1 MiB each, the total size and the build id
 /// (which the head checks) in the first (one empty chunk for empty data).
 pub(crate) fn upload_chunks(data: &[u8]) -> Vec<pb::Chunk> {
-    let build = starling_proto::build_id_of(data);
-    if data.is_empty() {
-        return vec![pb::Chunk {
-            build,
-            ..pb::Chunk::default()
-        }];
-    }
-    let mut build = Some(build);
-    data.chunks(starling_proto::limits::CHUNK)
-        .enumerate()
-        .map(|(i, c)| pb::Chunk {
-            data: c.to_vec(),
-            total: if i == 0 { data.len() as u64 } else { 0 },
-            build: build.take().unwrap_or_default(),
-        })
-        .collect()
+    starling_proto::chunks::of_bytes(data, starling_proto::build_id_of(data))
 }
 
 /// Handles what the head pushes until the session ends.

@@ -8,7 +8,6 @@ use std::time::Duration;
 use starling_proto::pb::{self, client_op, node_op};
 use starling_proto::security::Scope;
 use starling_proto::{NodeId, ObjectId};
-use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -18,7 +17,6 @@ use super::state::{ClientTx, Head};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-use starling_proto::limits::CHUNK;
 
 /// The `Head` gRPC service. Cheap to clone.
 #[derive(Clone)]
@@ -96,10 +94,11 @@ impl HeadService {
     }
 }
 
+/// Streams the file at `path` (a binary or payload) in chunks; `NOT_FOUND` if it cannot be opened.
 fn stream_file(path: std::path::PathBuf) -> BoxStream<pb::Chunk> {
     let (tx, rx) = mpsc::channel(4);
     tokio::spawn(async move {
-        let mut file = match tokio::fs::File::open(&path).await {
+        let file = match tokio::fs::File::open(&path).await {
             Ok(f) => f,
             Err(e) => {
                 let _ = tx
@@ -109,32 +108,7 @@ fn stream_file(path: std::path::PathBuf) -> BoxStream<pb::Chunk> {
             }
         };
         let total = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-        let mut first = true;
-        loop {
-            let mut buf = vec![0u8; CHUNK];
-            match file.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(n) => {
-                    buf.truncate(n);
-                    let chunk = pb::Chunk {
-                        data: buf,
-                        total: if first { total } else { 0 },
-                        build: String::new(),
-                    };
-                    first = false;
-                    if tx.send(Ok(chunk)).await.is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(Status::internal(e.to_string()))).await;
-                    return;
-                }
-            }
-        }
-        if first {
-            let _ = tx.send(Ok(pb::Chunk::default())).await;
-        }
+        starling_proto::chunks::send_file(file, total, tx).await;
     });
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
@@ -380,22 +354,9 @@ impl pb::head_server::Head for HeadService {
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(|e| Status::data_loss(format!("object {object} on the head's disk: {e}")))?,
         };
-        let total = value.len() as u64;
-        let chunks: Vec<Result<pb::Chunk, Status>> = if value.is_empty() {
-            vec![Ok(pb::Chunk::default())]
-        } else {
-            value
-                .chunks(CHUNK)
-                .enumerate()
-                .map(|(i, c)| {
-                    Ok(pb::Chunk {
-                        data: c.to_vec(),
-                        total: if i == 0 { total } else { 0 },
-                        build: String::new(),
-                    })
-                })
-                .collect()
-        };
+        let chunks = starling_proto::chunks::of_bytes(&value, String::new())
+            .into_iter()
+            .map(Ok);
         Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
     }
 

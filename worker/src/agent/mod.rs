@@ -641,47 +641,20 @@ async fn connect(
     endpoint: &Endpoint,
     deadline: Instant,
 ) -> Result<Channel, AgentError> {
-    let unreachable = || AgentError::HeadUnreachable {
-        addr: addr.to_string(),
-    };
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        if let Ok(channel) = connect_once(endpoint, deadline).await {
-            return Ok(channel);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(unreachable());
-        }
-        tokio::time::sleep(backoff.min(left)).await;
-        backoff = (backoff * 2).min(Duration::from_secs(1));
-    }
+    starling_proto::security::dial(endpoint, deadline)
+        .await
+        .map_err(|_| AgentError::HeadUnreachable {
+            addr: addr.to_string(),
+        })
 }
 
 /// One attempt to dial the head, given up at `deadline`.
 async fn connect_once(endpoint: &Endpoint, deadline: Instant) -> Result<Channel, AgentError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    let unreachable = |why: String| AgentError::Refused {
-        message: format!("cannot connect: {why}"),
-    };
-    if left.is_zero() {
-        return Err(unreachable("no time left".into()));
-    }
-    let endpoint = endpoint.clone().connect_timeout(left);
-    match tokio::time::timeout(left, endpoint.connect()).await {
-        Ok(Ok(channel)) => Ok(channel),
-        Ok(Err(e)) => Err(unreachable(root_cause(&e))),
-        Err(_) => Err(unreachable("timed out".into())),
-    }
-}
-
-/// The innermost cause of an error (tonic's outer message is only "transport error").
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut e = e;
-    while let Some(next) = e.source() {
-        e = next;
-    }
-    e.to_string()
+    starling_proto::security::dial_once(endpoint, deadline)
+        .await
+        .map_err(|why| AgentError::Refused {
+            message: format!("cannot connect: {why}"),
+        })
 }
 
 /// This host's IP on its route to the head (loopback if the head's name does not resolve):

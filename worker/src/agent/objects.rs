@@ -80,45 +80,8 @@ impl pb::object_service_server::ObjectService for ObjectServer {
         let total = len - HEADER_LEN as u64;
         // A small window: enough to keep the connection busy, bounded memory per transfer.
         let (tx, rx) = mpsc::channel(4);
-        tokio::spawn(send_file(file, total, tx));
+        tokio::spawn(starling_proto::chunks::send_file(file, total, tx));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
 
-/// Reads `file` in full chunks and sends them until the end or until the receiver hangs up.
-async fn send_file(
-    mut file: tokio::fs::File,
-    total: u64,
-    tx: mpsc::Sender<Result<pb::Chunk, Status>>,
-) {
-    let mut first = true;
-    loop {
-        let mut data = vec![0u8; CHUNK];
-        let mut filled = 0;
-        while filled < CHUNK {
-            match file.read(&mut data[filled..]).await {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) => {
-                    let _ = tx
-                        .send(Err(Status::internal(format!("read failed: {e}"))))
-                        .await;
-                    return;
-                }
-            }
-        }
-        if filled == 0 && !first {
-            return;
-        }
-        data.truncate(filled);
-        let chunk = pb::Chunk {
-            data,
-            total: if first { total } else { 0 },
-            build: String::new(),
-        };
-        first = false;
-        if tx.send(Ok(chunk)).await.is_err() || filled < CHUNK {
-            return;
-        }
-    }
-}
