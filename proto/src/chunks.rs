@@ -83,7 +83,9 @@ mod tests {
         );
         assert_eq!(chunks[0].total, data.len() as u64);
         assert_eq!(chunks[0].build, "b");
-        assert!(chunks[1..].iter().all(|c| c.total == 0 && c.build.is_empty()));
+        assert!(chunks[1..]
+            .iter()
+            .all(|c| c.total == 0 && c.build.is_empty()));
         let empty = of_bytes(&[], "e".into());
         assert_eq!(empty.len(), 1);
         assert!(empty[0].data.is_empty() && empty[0].build == "e");

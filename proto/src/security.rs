@@ -26,10 +26,10 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
-/// The environment variable a token is read from (and passed on to child processes in).
-pub use crate::env::TOKEN as TOKEN_ENV;
 /// The environment variable naming a PEM file of CA certificates to trust for TLS.
 pub use crate::env::TLS_CA as TLS_CA_ENV;
+/// The environment variable a token is read from (and passed on to child processes in).
+pub use crate::env::TOKEN as TOKEN_ENV;
 /// The token's file name under a head's data directory.
 pub const TOKEN_FILE: &str = "token";
 /// The metadata key the token travels in.
@@ -535,7 +535,10 @@ pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// One attempt to dial `endpoint`, given up at `deadline`; why it failed otherwise.
-pub async fn dial_once(endpoint: &Endpoint, deadline: std::time::Instant) -> Result<Channel, String> {
+pub async fn dial_once(
+    endpoint: &Endpoint,
+    deadline: std::time::Instant,
+) -> Result<Channel, String> {
     let left = deadline.saturating_duration_since(std::time::Instant::now());
     if left.is_zero() {
         return Err("no time left".into());

@@ -17,7 +17,6 @@ use super::state::{ClientTx, Head};
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
-
 /// The `Head` gRPC service. Cheap to clone.
 #[derive(Clone)]
 pub struct HeadService {

@@ -349,6 +349,11 @@ pub(crate) struct State {
     dying: HashMap<(NodeId, u32), (WorkerId, Instant, String)>,
     /// Exits nodes reported before the worker's session was seen to end (the two race).
     exits: HashMap<(NodeId, u32), (i32, Instant)>,
+    /// Set when the head starts shutting down: from then on it takes no session, node or batch
+    /// and changes nothing, so the job table it leaves on disk is the one it had when asked to
+    /// stop (its running jobs are "head restarted" at the next start, not failed by the
+    /// shutdown's own disconnects).
+    stopping: bool,
     /// The job of every session this head opened, by session number (the top bits of the ids
     /// it made): an id belongs to its session's job, and a session reaches only its own job's.
     session_jobs: HashMap<u64, JobId>,
@@ -407,6 +412,7 @@ impl Head {
                 jobs,
                 dying: HashMap::new(),
                 exits: HashMap::new(),
+                stopping: false,
                 session_jobs: HashMap::new(),
                 next_worker: 1,
                 next_node: 1,
@@ -425,6 +431,9 @@ impl Head {
     pub fn jobs_tick(&self) {
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return;
+        }
         let late: Vec<(NodeId, u32)> = st
             .dying
             .iter()
@@ -473,6 +482,9 @@ impl Head {
         let info = {
             let mut g = self.state.lock();
             let st = &mut *g;
+            if st.stopping {
+                return Err(shutting_down());
+            }
             let id = st.next_job;
             let info = st.jobs.submit(&st.out, id, spec)?;
             st.next_job += 1;
@@ -486,6 +498,9 @@ impl Head {
     pub fn cancel_job(&self, id: u64) -> Result<pb::JobInfo, Status> {
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return Err(shutting_down());
+        }
         let info = st.jobs.cancel(&mut st.out, &mut st.core, id)?;
         reactor::schedule(&mut st.core, &mut st.out);
         self.room.update(st.core.live_tasks());
@@ -508,6 +523,9 @@ impl Head {
         let client = self.sessions.next()?;
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return Err(shutting_down());
+        }
         let mut welcome = pb::Welcome {
             client,
             job: 0,
@@ -611,6 +629,9 @@ impl Head {
             .any(|op| matches!(op.kind, Some(client_op::Kind::Submit(_))));
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return Ok(false);
+        }
         let driver = st
             .out
             .clients
@@ -635,6 +656,9 @@ impl Head {
     pub fn close_session(&self, client: u64, why: &str) {
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return;
+        }
         let Some(conn) = st.out.clients.remove(&client) else {
             return;
         };
@@ -691,6 +715,9 @@ impl Head {
         starling_proto::check_gpu_ids(&hello.gpu_ids).map_err(Status::invalid_argument)?;
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return Err(shutting_down());
+        }
         let node = match hello.previous_id {
             // A node rejoining (after a head restart) keeps its id while no one else has it;
             // later nodes are numbered past it so no two ever share one.
@@ -755,6 +782,9 @@ impl Head {
     pub fn node_batch(&self, node: NodeId, ops: Vec<pb::NodeOp>) {
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return;
+        }
         let mut logs: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         // Heartbeats, usage and logs change nothing the scheduler sees.
         let mut changed = false;
@@ -826,6 +856,9 @@ impl Head {
     pub fn close_node(&self, node: NodeId, why: &str) {
         let mut g = self.state.lock();
         let st = &mut *g;
+        if st.stopping {
+            return;
+        }
         if st.out.nodes.remove(&node).is_none() {
             return;
         }
@@ -926,9 +959,15 @@ impl Head {
     /// Closes every stream (shutdown).
     pub fn close_all(&self) {
         let mut g = self.state.lock();
+        g.stopping = true;
         g.out.clients.clear();
         g.out.nodes.clear();
     }
+}
+
+/// What a call that reaches a head that is shutting down is told.
+fn shutting_down() -> Status {
+    Status::unavailable("the head is shutting down")
 }
 
 /// How long the head waits for a node to report how a worker process whose session ended exited.
@@ -1127,4 +1166,59 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A head that started shutting down takes no new session or node and changes nothing: the
+    /// disconnects its own shutdown causes (a node whose stream it closed reattaching, reporting
+    /// the entrypoint it then stopped) must not end the jobs it leaves on disk.
+    #[test]
+    fn a_stopping_head_takes_nothing_new_and_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("starling-stopping-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        starling_proto::dirs::create_dir(&dir).unwrap();
+        let (jobs, last) = Jobs::load(&dir).unwrap();
+        let head = Head::new(
+            dir.join("bin"),
+            jobs,
+            last + 1,
+            Duration::from_secs(5),
+            64,
+            None,
+        );
+        let node_hello = pb::NodeHello {
+            version: starling_proto::PROTOCOL_VERSION,
+            resources: Some((&ResourceSet::cpus(1.0)).into()),
+            ..Default::default()
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let node = head
+            .open_node(&node_hello, tx)
+            .expect("a node joins a running head");
+        head.close_all();
+
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let again = head.open_node(&node_hello, tx).unwrap_err();
+        assert_eq!(again.code(), tonic::Code::Unavailable, "{again:?}");
+        let hello = pb::Hello {
+            version: starling_proto::PROTOCOL_VERSION,
+            ..Default::default()
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let session = head.open_session(&hello, ClientTx::Stream(tx)).unwrap_err();
+        assert_eq!(session.code(), tonic::Code::Unavailable, "{session:?}");
+        // The node's loss, after the head let go of it, changes nothing.
+        head.close_node(node, "agent connection dropped");
+        assert!(head
+            .state
+            .lock()
+            .core
+            .nodes()
+            .iter()
+            .any(|n| n.id == node && n.alive));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -84,4 +84,3 @@ impl pb::object_service_server::ObjectService for ObjectServer {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
-
