@@ -8,6 +8,7 @@ use std::time::Duration;
 use starling_proto::pb::{self, client_op, node_op};
 use starling_proto::security::Scope;
 use starling_proto::{NodeId, ObjectId};
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::{Stream, StreamExt};

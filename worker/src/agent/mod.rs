@@ -641,7 +641,7 @@ async fn connect(
     endpoint: &Endpoint,
     deadline: Instant,
 ) -> Result<Channel, AgentError> {
-    starling_proto::security::dial(endpoint, deadline)
+    starling_proto::security::dial(endpoint, deadline.into_std())
         .await
         .map_err(|_| AgentError::HeadUnreachable {
             addr: addr.to_string(),
@@ -650,7 +650,7 @@ async fn connect(
 
 /// One attempt to dial the head, given up at `deadline`.
 async fn connect_once(endpoint: &Endpoint, deadline: Instant) -> Result<Channel, AgentError> {
-    starling_proto::security::dial_once(endpoint, deadline)
+    starling_proto::security::dial_once(endpoint, deadline.into_std())
         .await
         .map_err(|why| AgentError::Refused {
             message: format!("cannot connect: {why}"),
