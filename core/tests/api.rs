@@ -335,8 +335,14 @@ fn dropped_refs_free_their_objects() {
     assert!(rt.stats().objects >= 1002);
     assert!(rt.stats().store_bytes >= 1 << 20);
     drop((refs, chained, big));
+    // The scheduler frees an object's entry under its lock and the store's bytes right after
+    // it (an effect applied outside the lock): wait for both.
     let deadline = Instant::now() + LONG;
-    while rt.stats().objects > 0 && Instant::now() < deadline {
+    while {
+        let s = rt.stats();
+        s.objects > 0 || s.store_bytes > 0
+    } && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
     let s = rt.stats();
