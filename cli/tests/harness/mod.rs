@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -375,6 +376,16 @@ impl Cluster {
         }
         if let Some(tmp) = &self.tmpdir {
             cmd.env("TMPDIR", tmp).env_remove("XDG_RUNTIME_DIR");
+        }
+        // Tests stop drivers "with Ctrl-C": a process must take SIGINT as it would from a
+        // terminal, also where the test itself was started with SIGINT ignored (a background
+        // job of a shell without job control passes that on to everything it starts).
+        // SAFETY: signal(2) is async-signal-safe, and the closure touches nothing else.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
         }
         let child = cmd
             .env_remove("STARLING_WORKER_HEAD")

@@ -83,14 +83,19 @@ pub(crate) fn wait_one(
                         waited: now - start,
                     });
                 }
-                std::thread::park_timeout(d - now);
+                // Woken by the value; the session's end is checked at least every
+                // RECHECK, also before a far deadline.
+                std::thread::park_timeout((d - now).min(RECHECK));
             }
-            None => std::thread::park_timeout(Duration::from_millis(200)),
+            None => std::thread::park_timeout(RECHECK),
         }
     };
     hooks.blocked(false);
     result
 }
+
+/// How often a parked wait checks whether its session ended (nothing wakes it for that).
+const RECHECK: Duration = Duration::from_millis(200);
 
 /// Waits until `num_returns` of `ids` settled or `timeout` passes; returns which settled.
 pub(crate) fn wait_many(
@@ -121,9 +126,9 @@ pub(crate) fn wait_many(
                 if now >= d {
                     break;
                 }
-                d - now
+                (d - now).min(RECHECK)
             }
-            None => Duration::from_millis(200),
+            None => RECHECK,
         };
         if !blocked {
             hooks.blocked(true);
