@@ -427,6 +427,13 @@ impl Head {
         }
     }
 
+    /// Takes every queued batch (to send after the lock), noting the live task count first so
+    /// backpressure follows every change of state.
+    fn take_outgoing(&self, st: &mut State) -> Outgoing {
+        self.room.update(st.core.live_tasks());
+        st.out.flush()
+    }
+
     /// Periodic job and pool work; starts and stops launched nodes after the lock.
     pub fn jobs_tick(&self) {
         let mut g = self.state.lock();
@@ -449,8 +456,7 @@ impl Head {
             .retain(|_, (_, at)| at.elapsed() < EXIT_REPORT_WAIT * 10);
         let actions = st.jobs.tick(&mut st.out, &mut st.core);
         reactor::schedule(&mut st.core, &mut st.out);
-        self.room.update(st.core.live_tasks());
-        let out = st.out.flush();
+        let out = self.take_outgoing(st);
         let head = st.jobs.head_addr.clone();
         drop(g);
         out.send();
@@ -503,8 +509,7 @@ impl Head {
         }
         let info = st.jobs.cancel(&mut st.out, &mut st.core, id)?;
         reactor::schedule(&mut st.core, &mut st.out);
-        self.room.update(st.core.live_tasks());
-        let out = st.out.flush();
+        let out = self.take_outgoing(st);
         drop(g);
         out.send();
         Ok(info)
@@ -529,7 +534,7 @@ impl Head {
         let mut welcome = pb::Welcome {
             client,
             job: 0,
-            id_base: client << 40,
+            id_base: client << SESSION_SHIFT,
             worker: 0,
             epoch: st.epoch,
         };
@@ -612,8 +617,7 @@ impl Head {
         // The welcome goes out first, before any task the scheduling pass may hand this worker.
         st.out.queue_client(client, head_op::Kind::Welcome(welcome));
         reactor::schedule(&mut st.core, &mut st.out);
-        self.room.update(st.core.live_tasks());
-        let out = st.out.flush();
+        let out = self.take_outgoing(st);
         drop(g);
         out.send();
         Ok(client)
@@ -645,8 +649,7 @@ impl Head {
             }
         }
         reactor::schedule(&mut st.core, &mut st.out);
-        self.room.update(st.core.live_tasks());
-        let out = st.out.flush();
+        let out = self.take_outgoing(st);
         drop(g);
         out.send();
         result.map(|()| submits && driver && self.room.is_full())
@@ -702,8 +705,7 @@ impl Head {
             }
         }
         reactor::schedule(&mut st.core, &mut st.out);
-        self.room.update(st.core.live_tasks());
-        let out = st.out.flush();
+        let out = self.take_outgoing(st);
         drop(g);
         out.send();
     }
@@ -772,8 +774,7 @@ impl Head {
                 .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
         }
         reactor::schedule(&mut st.core, &mut st.out);
-        self.room.update(st.core.live_tasks());
-        let out = st.out.flush();
+        let out = self.take_outgoing(st);
         drop(g);
         out.send();
         Ok(node)
@@ -839,8 +840,7 @@ impl Head {
         }
         if changed {
             reactor::schedule(&mut st.core, &mut st.out);
-            self.room.update(st.core.live_tasks());
-            let out = st.out.flush();
+            let out = self.take_outgoing(st);
             drop(g);
             out.send();
         } else {
@@ -881,8 +881,7 @@ impl Head {
         reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
         st.jobs.on_node_lost(&mut st.out, &mut st.core, node, why);
         reactor::schedule(&mut st.core, &mut st.out);
-        self.room.update(st.core.live_tasks());
-        let out = st.out.flush();
+        let out = self.take_outgoing(st);
         drop(g);
         out.send();
     }
