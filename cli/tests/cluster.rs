@@ -510,6 +510,42 @@ fn a_driver_carries_on_after_its_head_restarts() {
     );
 }
 
+/// A head that stops answering without closing anything (SIGSTOP: a hung host, a partition)
+/// is noticed: the driver's wait for its task in flight fails with `HeadLost` within
+/// `SILENCE_LIMIT` (15 s: a live head tells quiet sessions it is alive; HTTP/2 keepalive fails
+/// the connection in the same time), not at its own 30 s timeout or never, and once the head
+/// answers again the driver's next task runs over a new session.
+#[test]
+fn a_driver_notices_a_head_that_stopped_answering() {
+    let mut c = Cluster::start("headstop", 1);
+    let go = c.dir.join("go");
+    let out = c.spawn_payload(
+        "cluster_reconnect",
+        &["--go", go.to_str().expect("utf-8 path")],
+    );
+    let first = c.wait_line(&out, "first=", "the payload's first task never finished");
+    c.check(first == "3", &format!("the first task gave {first}, not 3"));
+    signal(&c.procs[0].child, "STOP");
+    std::fs::write(&go, b"").expect("write the go file");
+    let waited = c.wait_line(&out, "in_flight_ms=", "the wait in flight never ended");
+    signal(&c.procs[0].child, "CONT");
+    let p = c.wait_payload("cluster_reconnect", &out, PAYLOAD);
+    c.check(
+        p.get(&c, "in_flight") == "HeadLost",
+        "the task in flight should fail with HeadLost",
+    );
+    let ms: u64 = waited.parse().unwrap_or(u64::MAX);
+    c.check(
+        ms < 25_000,
+        &format!("the driver noticed the stopped head after {ms} ms (keepalive: 5 s + 10 s)"),
+    );
+    c.check(
+        p.get(&c, "second") == "5",
+        "a task after the head answers again should run",
+    );
+    eprintln!("a stopped head was noticed after {ms} ms");
+}
+
 /// The chaos test: a 20,099-task DAG whose 10,100 large (128 KiB) intermediate objects live in
 /// the nodes' stores runs while a node agent is SIGKILLed and replaced, twice, and a worker
 /// process is SIGKILLed every 400 ms. Every round's sum must be exact. Prints the recovery time

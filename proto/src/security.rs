@@ -300,6 +300,18 @@ pub const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_se
 /// loaded host does not lose live connections; a dead peer is gone within 15 s at most.
 pub const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a client may hear nothing on its session before it declares the head lost. The
+/// head sends `HeadOp::alive` on a session it sent nothing else for [`ALIVE_EVERY`], so a live
+/// head is never silent that long, while one that stopped (SIGSTOP, a partition) or whose
+/// scheduler is wedged is: HTTP/2 keepalive pings are answered by the connection's I/O task
+/// and cannot tell a hung head from a busy one.
+pub const SILENCE_LIMIT: std::time::Duration =
+    std::time::Duration::from_secs(KEEPALIVE_INTERVAL.as_secs() + KEEPALIVE_TIMEOUT.as_secs());
+
+/// How often the head checks for sessions it sent nothing for a while (those get
+/// `HeadOp::alive`): at most this twice between two messages, well within [`SILENCE_LIMIT`].
+pub const ALIVE_EVERY: std::time::Duration = std::time::Duration::from_millis(2500);
+
 /// A server's incoming connections from `listener`, with Nagle's algorithm off.
 ///
 /// `Server::tcp_nodelay` only reaches the listeners a server opens itself; without this, a

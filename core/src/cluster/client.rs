@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use starling_proto::pb::{self, client_op, head_op, object_value};
-use starling_proto::security::{AuthChannel, Credentials};
+use starling_proto::security::{AuthChannel, Credentials, SILENCE_LIMIT};
 use starling_proto::{
     FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId,
 };
@@ -963,7 +963,15 @@ async fn read_loop(
             Some(ops) => Ok(Some(pb::HeadBatch { ops })),
             None => {
                 use tokio_stream::StreamExt;
-                incoming.next().await.transpose()
+                // A live head is never silent this long (it says `alive` on quiet sessions).
+                match tokio::time::timeout(SILENCE_LIMIT, incoming.next()).await {
+                    Ok(next) => next.transpose(),
+                    Err(_) => {
+                        break format!(
+                            "the head sent nothing for {SILENCE_LIMIT:?} (stopped, hung or cut off)"
+                        )
+                    }
+                }
             }
         };
         match next {
@@ -1024,7 +1032,7 @@ impl Client {
             Some(head_op::Kind::Cancel(t)) => {
                 self.cancelled.lock().insert(t);
             }
-            Some(head_op::Kind::Welcome(_)) | None => {}
+            Some(head_op::Kind::Welcome(_) | head_op::Kind::Alive(_)) | None => {}
         }
     }
 

@@ -278,7 +278,7 @@ pub struct ClientBatch {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct HeadOp {
-    #[prost(oneof = "head_op::Kind", tags = "1, 2, 3, 4")]
+    #[prost(oneof = "head_op::Kind", tags = "1, 2, 3, 4, 5")]
     pub kind: ::core::option::Option<head_op::Kind>,
 }
 /// Nested message and enum types in `HeadOp`.
@@ -293,6 +293,11 @@ pub mod head_op {
         Run(super::RunTask),
         #[prost(uint64, tag = "4")]
         Cancel(u64),
+        /// The head is alive and serving this session: sent on a session that was sent nothing else
+        /// for a while, so a client that hears nothing for `security::SILENCE_LIMIT` knows the head
+        /// is gone or wedged (HTTP/2 keepalive alone cannot tell a hung head from a busy one).
+        #[prost(bool, tag = "5")]
+        Alive(bool),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -63,6 +63,8 @@ pub(crate) struct ClientConn {
     /// The process id it reported (0 for drivers that did not).
     pub pid: u32,
     handles: HashMap<ObjectId, u32>,
+    /// Something was queued for it since the last [`Outbox::tell_quiet_sessions`].
+    spoken: bool,
 }
 
 pub(crate) struct NodeConn {
@@ -105,6 +107,21 @@ impl Outbox {
                 self.dirty_clients.push(client);
             }
             c.out.push(pb::HeadOp { kind: Some(op) });
+            c.spoken = true;
+        }
+    }
+
+    /// Queues `alive` for every session that was sent nothing since the last call, so no live
+    /// session is silent for more than twice the period of the calls
+    /// ([`security::ALIVE_EVERY`](starling_proto::security::ALIVE_EVERY)).
+    pub(crate) fn tell_quiet_sessions(&mut self) {
+        let quiet: Vec<u64> = self
+            .clients
+            .iter_mut()
+            .filter_map(|(id, c)| (!std::mem::take(&mut c.spoken)).then_some(*id))
+            .collect();
+        for id in quiet {
+            self.queue_client(id, head_op::Kind::Alive(true));
         }
     }
 
@@ -363,6 +380,8 @@ pub(crate) struct State {
     /// This start of the head (random, never 0): store files carry it and readers refuse files
     /// of another (`Welcome::epoch`), even where a data dir was lost and ids repeat.
     pub epoch: u64,
+    /// When quiet sessions were last told the head is alive.
+    last_alive: Instant,
 }
 
 /// A random non-zero epoch for a head that starts now.
@@ -418,6 +437,7 @@ impl Head {
                 next_node: 1,
                 next_job: first_job.max(1),
                 epoch: new_epoch(),
+                last_alive: Instant::now(),
             }),
             bin_dir,
             heartbeat_timeout,
@@ -454,6 +474,10 @@ impl Head {
         }
         st.exits
             .retain(|_, (_, at)| at.elapsed() < EXIT_REPORT_WAIT * 10);
+        if st.last_alive.elapsed() >= starling_proto::security::ALIVE_EVERY {
+            st.last_alive = Instant::now();
+            st.out.tell_quiet_sessions();
+        }
         let actions = st.jobs.tick(&mut st.out, &mut st.core);
         reactor::schedule(&mut st.core, &mut st.out);
         let out = self.take_outgoing(st);
@@ -546,6 +570,7 @@ impl Head {
             node,
             pid: hello.pid,
             handles: HashMap::new(),
+            spoken: true,
         };
         if hello.is_worker {
             let node = NodeId(hello.node);
@@ -1218,6 +1243,64 @@ mod tests {
             .nodes()
             .iter()
             .any(|n| n.id == node && n.alive));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A session the head sent nothing for a while is told the head is alive, and only such a
+    /// session: its client declares the head lost after `SILENCE_LIMIT` of silence.
+    #[test]
+    fn quiet_sessions_are_told_the_head_is_alive() {
+        let dir = std::env::temp_dir().join(format!("starling-alive-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        starling_proto::dirs::create_dir(&dir).unwrap();
+        let (jobs, last) = Jobs::load(&dir).unwrap();
+        let head = Head::new(
+            dir.join("bin"),
+            jobs,
+            last + 1,
+            Duration::from_secs(5),
+            64,
+            None,
+        );
+        let hello = pb::Hello {
+            version: starling_proto::PROTOCOL_VERSION,
+            ..Default::default()
+        };
+        let (busy_tx, mut busy) = tokio::sync::mpsc::unbounded_channel();
+        let (quiet_tx, mut quiet) = tokio::sync::mpsc::unbounded_channel();
+        let b = head
+            .open_session(&hello, ClientTx::Stream(busy_tx))
+            .unwrap();
+        let _q = head
+            .open_session(&hello, ClientTx::Stream(quiet_tx))
+            .unwrap();
+        let ops = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<_>| {
+            let mut kinds = Vec::new();
+            while let Ok(Ok::<pb::HeadBatch, Status>(batch)) = rx.try_recv() {
+                kinds.extend(batch.ops.into_iter().filter_map(|op| op.kind));
+            }
+            kinds
+        };
+        assert!(matches!(ops(&mut busy)[..], [head_op::Kind::Welcome(_)]));
+        assert!(matches!(ops(&mut quiet)[..], [head_op::Kind::Welcome(_)]));
+        let tell = |head: &Head, busy_session: Option<u64>| {
+            let mut g = head.state.lock();
+            if let Some(c) = busy_session {
+                g.out.queue_client(c, head_op::Kind::Cancel(7));
+            }
+            g.out.tell_quiet_sessions();
+            head.take_outgoing(&mut g).send();
+        };
+        // Both were just welcomed: nobody is quiet yet.
+        tell(&head, None);
+        assert!(ops(&mut busy).is_empty());
+        assert!(ops(&mut quiet).is_empty());
+        // One period later, only the session that got nothing is told.
+        tell(&head, Some(b));
+        assert!(matches!(ops(&mut busy)[..], [head_op::Kind::Cancel(7)]));
+        assert!(matches!(ops(&mut quiet)[..], [head_op::Kind::Alive(true)]));
+        tell(&head, None);
+        assert!(matches!(ops(&mut busy)[..], [head_op::Kind::Alive(true)]));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
