@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use starling_head::{self as head, HeadConfig};
 use starling_proto::security::{ServerTls, Token, TLS_CA_ENV, TOKEN_ENV, TOKEN_FILE};
-use starling_scheduler::head::{self, HeadConfig};
 
 /// The port `starling head` listens on by default (and the one the README uses).
 pub const DEFAULT_PORT: u16 = 6380;
@@ -58,7 +58,7 @@ pub struct HeadArgs {
     value_budget: u64,
     /// Tasks the head holds at once (queued, waiting for arguments or running) before a
     /// driver that submits more waits for room; worker processes' nested tasks never wait.
-    #[arg(long, value_name = "N", default_value_t = starling_scheduler::head::DEFAULT_MAX_LIVE_TASKS)]
+    #[arg(long, value_name = "N", default_value_t = starling_head::DEFAULT_MAX_LIVE_TASKS)]
     max_live_tasks: usize,
 }
 

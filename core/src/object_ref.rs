@@ -199,12 +199,10 @@ mod tests {
             .unwrap();
         let dir = std::env::temp_dir().join(format!("starling-objref-unit-{}", std::process::id()));
         let head = io
-            .block_on(starling_scheduler::head::serve(
-                starling_scheduler::head::HeadConfig::new(
-                    "127.0.0.1:0".parse().unwrap(),
-                    dir.clone(),
-                ),
-            ))
+            .block_on(starling_head::serve(starling_head::HeadConfig::new(
+                "127.0.0.1:0".parse().unwrap(),
+                dir.clone(),
+            )))
             .unwrap();
         let rt =
             Runtime::start(Config::connect(head.addr().to_string()).token(head.token().expose()))

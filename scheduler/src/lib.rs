@@ -5,8 +5,11 @@
 //! and the object directory with reference counts. Handlers in [`reactor`] (`on_submit`,
 //! `on_task_finished`, ...) mutate it and talk to the outside only through the [`Transport`]
 //! trait; they never do I/O, block or allocate threads. The in-process runtime drives them under
-//! a lock with in-memory queues; the head node drives them from gRPC streams; tests drive them
-//! with [`testing::RecordingTransport`].
+//! a lock with in-memory queues; the head node (the `starling-head` crate) drives them from gRPC
+//! streams; tests drive them with [`testing::RecordingTransport`].
+//!
+//! This crate depends on `starling-proto` alone: no async runtime, RPC or protobuf crate, so
+//! the absence of I/O here is a property of the crate graph, not a convention.
 //!
 //! Scheduling is per batch, not per event: handlers only enqueue work, and [`reactor::schedule`]
 //! places everything placeable in one pass. A driver calls it once after each batch of events.
@@ -14,7 +17,6 @@
 mod core;
 mod gpus;
 mod hash;
-pub mod head;
 mod objects;
 mod placement;
 pub mod reactor;

@@ -41,7 +41,7 @@ use crate::options::TaskOptions;
 use crate::registry::{build_id, Registry};
 use crate::runtime::wait::{self, WaitHooks};
 use crate::runtime::{exec, prepare_call, Config, NodeInfo, RuntimeStats};
-use starling_scheduler::head::{ClientTx, HeadService};
+use starling_head::{ClientTx, HeadService};
 
 /// Values up to this size are sent inline; larger `put`s go to the local node store if there is
 /// one. Largest message this client sends or accepts. A batch stops growing past
@@ -124,7 +124,7 @@ type Incoming =
 
 /// Ops queued for the head and not yet taken into a batch past which a submission waits: the
 /// head stopped reading this session (it holds its limit of live tasks, see
-/// `starling_scheduler::head`), so the driver waits too instead of growing without bound.
+/// `starling_head`), so the driver waits too instead of growing without bound.
 const MAX_UNSENT: usize = 16 * 1024;
 
 /// The sending side of a session's outgoing queue (one per session; dropping it ends the

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use starling_head::{self as head, HeadConfig, HeadHandle};
 use starling_proto::security::Credentials;
-use starling_scheduler::head::{self, HeadConfig, HeadHandle};
 use starling_worker::agent::{self, AgentConfig, AgentHandle};
 
 use super::client::{self, Client, Owned};

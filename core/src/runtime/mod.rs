@@ -73,7 +73,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(10),
             token: None,
             tls_ca: None,
-            max_live_tasks: starling_scheduler::head::DEFAULT_MAX_LIVE_TASKS,
+            max_live_tasks: starling_head::DEFAULT_MAX_LIVE_TASKS,
         }
     }
 }

@@ -50,8 +50,8 @@ use starling_proto::{JobId, NodeId};
 use tonic::Status;
 
 use super::state::Outbox;
-use crate::core::NodeUse;
-use crate::{reactor, Core};
+use starling_scheduler::NodeUse;
+use starling_scheduler::{reactor, Core};
 
 /// Job states, as clients see them.
 pub mod status {

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use starling_head::{serve, HeadConfig};
 use starling_proto::pb::{self, client_op, head_op};
 use starling_proto::security::{AuthChannel, Credentials, Token};
-use starling_scheduler::head::{serve, HeadConfig};
 use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
 

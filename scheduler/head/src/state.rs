@@ -25,8 +25,8 @@ use tonic::Status;
 
 use super::jobs::{self, describe_exit, Jobs, Launcher, PoolActions};
 use super::values::Held;
-use crate::reactor;
-use crate::{Core, TaskOutcome, Transport};
+use starling_scheduler::reactor;
+use starling_scheduler::{Core, TaskOutcome, Transport};
 
 /// Objects `put` by drivers live at the head, which is not a scheduler node.
 pub(crate) const HEAD_NODE: NodeId = NodeId(0);
@@ -1164,7 +1164,7 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             // moved elsewhere after its node was declared lost).
             let live = matches!(
                 st.core.task_state(task),
-                Some(crate::TaskState::Running { worker, .. }) if *worker == w
+                Some(starling_scheduler::TaskState::Running { worker, .. }) if *worker == w
             );
             let kind = done.kind.ok_or_else(|| bad("task result without a kind"))?;
             let outcome = match kind {

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prost::Message;
+use starling_head::{serve, ClientTx, HeadConfig, HeadHandle, MAX_MESSAGE_BYTES};
 use starling_proto::fuzz::{self, Rng};
 use starling_proto::pb::{self, client_op, node_op};
 use starling_proto::security::{AuthChannel, Credentials};
-use starling_scheduler::head::{serve, ClientTx, HeadConfig, HeadHandle, MAX_MESSAGE_BYTES};
 use tokio_stream::StreamExt;
 
 const LIMIT: Duration = Duration::from_secs(60);

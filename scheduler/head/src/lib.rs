@@ -2,7 +2,7 @@
 //!
 //! Drivers and worker processes each open one `Session` stream; node agents open one `Attach`
 //! stream. Every incoming batch is applied to the scheduler under one lock (the handlers of
-//! [`crate::reactor`]), followed by one scheduling pass; what the scheduler asked for is then
+//! [`starling_scheduler::reactor`]), followed by one scheduling pass; what the scheduler asked for is then
 //! sent as one outgoing batch per peer. The service methods only translate and forward: all
 //! decisions are the reactor's.
 //!
