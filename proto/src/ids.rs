@@ -3,6 +3,11 @@
 //! Task and object ids share one number space: the object a task returns has the same number as
 //! the task (`ObjectId::from(task)`), so no table is needed to map one to the other. Objects made
 //! by `put` take fresh numbers from the same counter.
+//!
+//! In a cluster, the top 24 bits of a task or object id are the number of the session that
+//! made it ([`SESSION_SHIFT`]) and the rest count up within that session ([`COUNTER_MASK`]):
+//! the head hands each session its range (`Welcome::id_base`), so ids are made without asking
+//! it, and an id names its owner's session (and so its job).
 
 use std::fmt;
 
@@ -62,6 +67,22 @@ define_id_type!(
     /// A multi-node job.
     JobId, "J"
 );
+
+/// Where a session's number starts in an id: bits `SESSION_SHIFT..64` are the session's,
+/// the bits below count up within it.
+pub const SESSION_SHIFT: u32 = 40;
+
+/// One more than the largest session number (`number << SESSION_SHIFT` must fit in an id).
+pub const SESSION_END: u64 = 1 << (64 - SESSION_SHIFT);
+
+/// The bits of an id that count up within its session.
+pub const COUNTER_MASK: u64 = (1 << SESSION_SHIFT) - 1;
+
+/// The number of the session that made id `id` (0 outside a cluster).
+#[inline]
+pub const fn session_of(id: u64) -> u64 {
+    id >> SESSION_SHIFT
+}
 
 impl From<TaskId> for ObjectId {
     /// The id of the object a task returns.

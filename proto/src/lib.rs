@@ -18,7 +18,9 @@ pub mod store_file;
 mod task;
 pub mod wire;
 
-pub use ids::{JobId, NodeId, ObjectId, TaskId, WorkerId};
+pub use ids::{
+    session_of, JobId, NodeId, ObjectId, TaskId, WorkerId, COUNTER_MASK, SESSION_END, SESSION_SHIFT,
+};
 pub use resources::{check_gpu_ids, is_gpu_id, ResourceSet, RESOURCE_SCALE};
 pub use task::{
     FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskFailure, TaskSpec,

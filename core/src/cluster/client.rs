@@ -28,7 +28,7 @@ use parking_lot::{Mutex, RwLock};
 use starling_proto::pb::{self, client_op, head_op, object_value};
 use starling_proto::security::{AuthChannel, Credentials, SILENCE_LIMIT};
 use starling_proto::{
-    FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId,
+    FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId, COUNTER_MASK,
 };
 use starling_worker::store::{Blob, Lookup, ObjectStore};
 use tokio::sync::mpsc;
@@ -234,9 +234,6 @@ impl Stream for Batcher {
 struct Redial {
     timeout: Duration,
 }
-
-/// The low bits of an id that count up within a client; the head's id base fills the rest.
-const COUNTER_MASK: u64 = (1 << 40) - 1;
 
 /// What a new session is for.
 pub(crate) struct SessionKind {
@@ -488,9 +485,9 @@ impl Client {
     /// tasks, so an id of its range is known exactly when it was issued; for any other id,
     /// ask the head, which sends the value or an `ObjectLost` failure (`Subscribe`).
     pub(crate) fn knows(&self, id: ObjectId) -> bool {
-        const LOW: u64 = (1 << 40) - 1;
-        if id.0 & !LOW == self.id_base.load(Ordering::Acquire) {
-            return id.0 & LOW != 0 && id.0 & LOW < self.next.load(Ordering::Relaxed);
+        if id.0 & !COUNTER_MASK == self.id_base.load(Ordering::Acquire) {
+            let n = id.0 & COUNTER_MASK;
+            return n != 0 && n < self.next.load(Ordering::Relaxed);
         }
         self.send(client_op::Kind::Subscribe(id.0));
         true

@@ -1,6 +1,6 @@
 //! Session numbers that never repeat across starts of a head on one data directory.
 //!
-//! A session's number is the top of every id it makes (`number << 40`, see `pb::Welcome`), so
+//! A session's number is the top of every id it makes (`number << SESSION_SHIFT`, see `starling_proto::ids`), so
 //! a number handed out twice would give two objects one id: a driver that reconnects after a
 //! restart, or a store file left on a node, could then be taken for another object. The head
 //! reserves numbers in blocks and records the end of each block in `DATA_DIR/sessions` before
@@ -16,8 +16,8 @@ use tonic::Status;
 /// Numbers reserved per write of the file.
 const BLOCK: u64 = 1024;
 
-/// One more than the largest number: `number << 40` must fit in an id.
-pub const END: u64 = 1 << 24;
+/// One more than the largest number: `number << SESSION_SHIFT` must fit in an id.
+pub const END: u64 = starling_proto::SESSION_END;
 
 pub(crate) struct SessionNumbers {
     inner: Mutex<Inner>,

@@ -558,7 +558,7 @@ impl Head {
         let mut welcome = pb::Welcome {
             client,
             job: 0,
-            id_base: client << SESSION_SHIFT,
+            id_base: client << starling_proto::SESSION_SHIFT,
             worker: 0,
             epoch: st.epoch,
         };
@@ -977,7 +977,9 @@ impl Head {
     /// The job that made object `id` (`None`: no session of this head made it).
     pub fn object_job(&self, id: ObjectId) -> Option<JobId> {
         let g = self.state.lock();
-        g.session_jobs.get(&(id.0 >> SESSION_SHIFT)).copied()
+        g.session_jobs
+            .get(&starling_proto::session_of(id.0))
+            .copied()
     }
 
     /// Closes every stream (shutdown).
@@ -1012,12 +1014,9 @@ fn bad(what: &str) -> Status {
     Status::invalid_argument(format!("malformed message: {what}"))
 }
 
-/// The bits of an id above its session's counter: the session's number.
-const SESSION_SHIFT: u32 = 40;
-
 /// `Ok` if `id` is in the range of session `client` (a new task or `put` names its own id).
 fn own_id(client: u64, id: u64, what: &str) -> Result<(), Status> {
-    if id >> SESSION_SHIFT == client {
+    if starling_proto::session_of(id) == client {
         return Ok(());
     }
     Err(Status::permission_denied(format!(
@@ -1034,7 +1033,7 @@ fn same_job(
     id: u64,
     what: &str,
 ) -> Result<(), Status> {
-    match session_jobs.get(&(id >> SESSION_SHIFT)) {
+    match session_jobs.get(&starling_proto::session_of(id)) {
         Some(owner) if *owner != job => Err(Status::permission_denied(format!(
             "job {job} cannot {what} {id} of job {owner}"
         ))),
