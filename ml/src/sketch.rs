@@ -6,8 +6,8 @@
 //! The driver merges the summaries of all shards ([`Cuts::from_summaries`]) and picks at most
 //! `max_bin - 1` thresholds per feature at evenly spaced weighted ranks.
 //!
-//! A value's bin is the number of thresholds at or below it, so "bin <= b" is exactly
-//! "x < thresholds[b]": a split found on bins is the split XGBoost writes (`x < split_condition`
+//! A value's bin is the number of thresholds at or below it, so `bin <= b` is exactly
+//! `x < thresholds[b]`: a split found on bins is the split XGBoost writes (`x < split_condition`
 //! goes left), and trees can be evaluated on bins or on raw values with the same result.
 //! Missing values (NaN) get bin [`MISSING`].
 

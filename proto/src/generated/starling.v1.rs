@@ -455,7 +455,7 @@ pub struct Entrypoint {
     /// The head's address, for the entrypoint's own connection.
     #[prost(string, tag = "4")]
     pub head: ::prost::alloc::string::String,
-    /// Input of a #\[starling::job\] function.
+    /// Input of a `#\[starling::job\]` function.
     #[prost(bytes = "vec", tag = "5")]
     pub input: ::prost::alloc::vec::Vec<u8>,
 }
@@ -669,7 +669,7 @@ pub struct JobInfo {
     /// The nodes of its instances (instance k on nodes\[k\]).
     #[prost(uint64, repeated, tag = "9")]
     pub nodes: ::prost::alloc::vec::Vec<u64>,
-    /// The value (or error) of a #\[starling::job\] function, with `result` on GetJob only.
+    /// The value (or error) of a `#\[starling::job\]` function, with `result` on GetJob only.
     #[prost(bytes = "vec", tag = "10")]
     pub result: ::prost::alloc::vec::Vec<u8>,
     #[prost(message, optional, tag = "11")]
@@ -1107,7 +1107,7 @@ pub mod head_client {
             req.extensions_mut().insert(GrpcMethod::new("starling.v1.Head", "JobLogs"));
             self.inner.unary(req, path, codec).await
         }
-        /// A #[starling::job] function's entrypoint reports its value or error.
+        /// A `#[starling::job]` function's entrypoint reports its value or error.
         pub async fn set_job_result(
             &mut self,
             request: impl tonic::IntoRequest<super::JobResult>,
@@ -1418,7 +1418,7 @@ pub mod head_server {
             &self,
             request: tonic::Request<super::LogRequest>,
         ) -> std::result::Result<tonic::Response<super::LogChunk>, tonic::Status>;
-        /// A #[starling::job] function's entrypoint reports its value or error.
+        /// A `#[starling::job]` function's entrypoint reports its value or error.
         async fn set_job_result(
             &self,
             request: tonic::Request<super::JobResult>,

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! A job *ends* in one step whatever ends it (the entrypoint's exit, a cancel, the loss of
-//! instance 0, too many lost instances): [`Jobs::end`] records the state it will end in, cancels
+//! instance 0, too many lost instances): `Jobs::end` records the state it will end in, cancels
 //! every task of the job at the scheduler (so none is retried when its worker is killed) and
 //! tells every instance to stop the job's processes. The job becomes final, and its nodes go
 //! back to the pool, once each instance reported its processes gone (`JobStopped`), its node
