@@ -253,7 +253,7 @@ fn terminate(c: &mut std::process::Child) {
 }
 
 impl head::Launcher for LocalLauncher {
-    fn launch(&self, head: &str, pool: &starling_proto::pb::PoolSpec) -> Result<u32, String> {
+    fn launch(&self, head: &str, pool: &starling_proto::jobs::PoolSpec) -> Result<u32, String> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = self.dir.join(format!("{}-{n}", pool.name));
         starling_proto::dirs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

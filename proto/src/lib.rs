@@ -11,6 +11,7 @@ pub mod env;
 #[doc(hidden)]
 pub mod fuzz;
 mod ids;
+pub mod jobs;
 pub mod limits;
 mod resources;
 pub mod security;

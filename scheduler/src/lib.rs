@@ -17,6 +17,7 @@
 mod core;
 mod gpus;
 mod hash;
+pub mod jobs;
 mod objects;
 mod placement;
 pub mod reactor;

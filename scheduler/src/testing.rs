@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use starling_proto::{JobId, NodeId, ObjectId, TaskFailure, TaskId, TaskSpec, WorkerId};
 
+use crate::jobs::{JobInfo, JobNodeOp, JobTransport, PoolSpec};
 use crate::Transport;
 
 /// One request the scheduler made.
@@ -21,6 +22,8 @@ pub enum Sent {
     RequestWorker(NodeId, JobId),
     /// `cancel_running`.
     CancelRunning(WorkerId, TaskId, bool),
+    /// `JobTransport::to_node`.
+    ToNode(NodeId, JobNodeOp),
 }
 
 /// Records every request in order.
@@ -30,6 +33,18 @@ pub struct RecordingTransport {
     pub sent: Vec<Sent>,
     /// The GPU ids each dispatched task that holds GPUs was given, by task (last dispatch).
     pub gpu_ids: std::collections::HashMap<TaskId, Vec<Arc<str>>>,
+    /// The job table as last persisted, by job (a disk that keeps every write).
+    pub persisted: std::collections::BTreeMap<u64, JobInfo>,
+    /// Pools as last persisted, by name.
+    pub pools: std::collections::BTreeMap<String, PoolSpec>,
+    /// Values of `#[starling::job]` functions, by job.
+    pub results: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Jobs whose driver is connected (`has_driver`).
+    pub drivers: std::collections::HashSet<JobId>,
+    /// The last task failure of each job (`last_task_failure`).
+    pub failures: std::collections::HashMap<JobId, String>,
+    /// Jobs reported finished, in order.
+    pub finished: Vec<JobId>,
 }
 
 impl RecordingTransport {
@@ -77,6 +92,38 @@ impl Transport for RecordingTransport {
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.sent.push(Sent::CancelRunning(worker, task, force));
+    }
+}
+
+impl JobTransport for RecordingTransport {
+    fn to_node(&mut self, node: NodeId, op: JobNodeOp) {
+        self.sent.push(Sent::ToNode(node, op));
+    }
+    fn persist_job(&mut self, info: &JobInfo) {
+        self.persisted.insert(info.id, info.clone());
+    }
+    fn persist_pool(&mut self, spec: &PoolSpec) {
+        self.pools.insert(spec.name.clone(), spec.clone());
+    }
+    fn remove_pool(&mut self, name: &str) {
+        self.pools.remove(name);
+    }
+    fn remove_job(&mut self, id: u64) {
+        self.persisted.remove(&id);
+        self.results.remove(&id);
+    }
+    fn job_result(&mut self, id: u64, value: Vec<u8>) {
+        self.results.insert(id, value);
+    }
+    fn has_driver(&self, job: JobId) -> bool {
+        self.drivers.contains(&job)
+    }
+    fn last_task_failure(&self, job: JobId) -> Option<String> {
+        self.failures.get(&job).cloned()
+    }
+    fn job_finished(&mut self, job: JobId) {
+        self.drivers.remove(&job);
+        self.finished.push(job);
     }
 }
 

@@ -1459,6 +1459,7 @@ fn observe(
             Sent::CancelRunning(w, _, _) => {
                 assert!(busy.contains(&w), "seed {seed}: cancel sent to idle {w}");
             }
+            Sent::ToNode(n, op) => panic!("seed {seed}: no job runs, yet {n} was sent {op:?}"),
         }
     }
 }

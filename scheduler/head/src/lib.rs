@@ -100,7 +100,7 @@ impl HeadConfig {
             data_dir,
             heartbeat_timeout: Duration::from_secs(5),
             pipeline_depth: DEFAULT_PIPELINE_DEPTH,
-            start_grace: jobs::START_GRACE,
+            start_grace: starling_scheduler::jobs::START_GRACE,
             launcher: None,
             token: None,
             token_hint: UNAUTHENTICATED_HINT.to_string(),
@@ -177,7 +177,7 @@ impl HeadHandle {
         }
         // The job table's last changes are on disk before the head is gone.
         let files = self.service.files();
-        let _ = tokio::task::spawn_blocking(move || files.flush()).await;
+        let _ = tokio::task::spawn_blocking(move || files.map(|f| f.flush())).await;
     }
 
     /// Runs until the server stops.
@@ -217,17 +217,13 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         addr: config.bind,
         source,
     })?;
-    let (mut job_table, last_job) =
-        jobs::Jobs::load(&config.data_dir).map_err(|source| HeadError::DataDir {
-            path: config.data_dir.clone(),
-            source,
-        })?;
-    job_table.head_addr = addr.to_string();
-    job_table.start_grace = config.start_grace;
+    let table = jobs::JobFiles::load(&config.data_dir).map_err(|source| HeadError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
     let mut head = state::Head::new(
         bin_dir,
-        job_table,
-        last_job + 1,
+        Some(table),
         config.heartbeat_timeout,
         config.pipeline_depth,
         config.launcher.clone(),
@@ -239,6 +235,11 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
             source,
         })?;
     head.room.set_limit(config.max_live_tasks);
+    {
+        let mut g = head.state.lock();
+        g.jobs.head_addr = addr.to_string();
+        g.jobs.start_grace = config.start_grace;
+    }
     // Values past the memory budget go here; any left by an earlier start are stale (their ids
     // repeat).
     let values_dir = config.data_dir.join("values");

@@ -67,9 +67,15 @@ impl HeadService {
         self.head.close_all();
     }
 
-    /// The job table's file thread.
-    pub(crate) fn files(&self) -> super::files::Files {
-        self.head.state.lock().jobs.files()
+    /// The job table's file thread (none for a table kept in memory).
+    pub(crate) fn files(&self) -> Option<super::files::Files> {
+        self.head
+            .state
+            .lock()
+            .out
+            .job_files
+            .as_ref()
+            .map(|f| f.files())
     }
 
     /// Declares nodes dead once they miss heartbeats for the configured timeout.
@@ -374,11 +380,11 @@ impl pb::head_server::Head for HeadService {
     ) -> Result<Response<pb::JobInfo>, Status> {
         Scope::of(&request).require_cluster("submit a job")?;
         let head = self.head.clone();
-        let spec = request.into_inner();
+        let spec = request.into_inner().into();
         let info = tokio::task::spawn_blocking(move || head.submit_job(spec))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
-        Ok(Response::new(info))
+        Ok(Response::new(info.into()))
     }
 
     async fn list_jobs(
@@ -389,26 +395,31 @@ impl pb::head_server::Head for HeadService {
         let mut jobs = self.head.state.lock().jobs.list();
         // A job's credential sees its own job only.
         jobs.retain(|j| scope.may_touch(j.id).is_ok());
-        Ok(Response::new(pb::JobList { jobs }))
+        Ok(Response::new(pb::JobList {
+            jobs: jobs.into_iter().map(Into::into).collect(),
+        }))
     }
 
     async fn get_job(&self, request: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
         let scope = Scope::of(&request);
         let id = request.into_inner().id;
         scope.may_touch(id)?;
-        let (info, path, files) = {
+        let (info, files) = {
             let g = self.head.state.lock();
-            (g.jobs.info(id), g.jobs.result_path(id), g.jobs.files())
+            (g.jobs.info(id), g.out.job_files.clone())
         };
         let mut info = info.ok_or_else(|| Status::not_found(format!("unknown job {id}")))?;
-        // The result is written by the file thread: wait for what was queued, off the lock.
-        tokio::task::spawn_blocking(move || files.flush())
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?;
-        if let Ok(v) = tokio::fs::read(&path).await {
-            info.result = v;
+        if let Some(files) = files {
+            // The result is written by the file thread: wait for what was queued, off the lock.
+            let path = files.result_path(id);
+            tokio::task::spawn_blocking(move || files.files().flush())
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
+            if let Ok(v) = tokio::fs::read(&path).await {
+                info.result = v;
+            }
         }
-        Ok(Response::new(info))
+        Ok(Response::new(info.into()))
     }
 
     async fn cancel_job(
@@ -418,7 +429,7 @@ impl pb::head_server::Head for HeadService {
         let scope = Scope::of(&request);
         let id = request.into_inner().id;
         scope.may_touch(id)?;
-        Ok(Response::new(self.head.cancel_job(id)?))
+        Ok(Response::new(self.head.cancel_job(id)?.into()))
     }
 
     async fn delete_job(
@@ -426,11 +437,11 @@ impl pb::head_server::Head for HeadService {
         request: Request<pb::JobRef>,
     ) -> Result<Response<pb::Empty>, Status> {
         Scope::of(&request).require_cluster("delete a job")?;
-        self.head
-            .state
-            .lock()
-            .jobs
-            .delete(request.into_inner().id)?;
+        let mut g = self.head.state.lock();
+        let st = &mut *g;
+        st.jobs
+            .delete(&mut st.out, request.into_inner().id)
+            .map_err(super::jobs::status_of)?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -449,7 +460,10 @@ impl pb::head_server::Head for HeadService {
                 .ok_or_else(|| Status::not_found(format!("unknown job {}", r.job)))?;
             let n = info.nodes.len() as u32;
             (
-                g.jobs.log_path(r.job, r.instance),
+                g.out
+                    .job_files
+                    .as_ref()
+                    .map(|f| f.log_path(r.job, r.instance)),
                 g.jobs.has_ended(r.job),
                 n,
             )
@@ -462,7 +476,11 @@ impl pb::head_server::Head for HeadService {
             )));
         }
         // Read after the lock; at most 4 MiB per call (followers call again).
-        let data = match tokio::fs::File::open(&path).await {
+        let opened = match &path {
+            Some(path) => tokio::fs::File::open(path).await,
+            None => Err(std::io::ErrorKind::NotFound.into()),
+        };
+        let data = match opened {
             Ok(mut f) => {
                 use tokio::io::AsyncSeekExt;
                 let _ = f.seek(std::io::SeekFrom::Start(r.offset)).await;
@@ -487,7 +505,20 @@ impl pb::head_server::Head for HeadService {
         let scope = Scope::of(&request);
         let result = request.into_inner();
         scope.may_touch(result.job)?;
-        self.head.state.lock().jobs.set_result(result)?;
+        let value = match result.kind {
+            Some(pb::job_result::Kind::Value(v)) => Ok(v),
+            Some(pb::job_result::Kind::Error(e)) => Err(e.into()),
+            None => {
+                return Err(Status::invalid_argument(
+                    "a job result needs a value or error",
+                ))
+            }
+        };
+        let mut g = self.head.state.lock();
+        let st = &mut *g;
+        st.jobs
+            .set_result(&mut st.out, result.job, value)
+            .map_err(super::jobs::status_of)?;
         Ok(Response::new(pb::Empty {}))
     }
 
@@ -501,19 +532,16 @@ impl pb::head_server::Head for HeadService {
             let mut g = self.head.state.lock();
             let st = &mut *g;
             st.jobs
-                .create_pool(&st.out, request.into_inner(), can_launch)?
+                .create_pool(&mut st.out, request.into_inner().into(), can_launch)
+                .map_err(super::jobs::status_of)?
         };
         // Start its min_nodes now.
         let head = self.head.clone();
         let _ = tokio::task::spawn_blocking(move || head.jobs_tick()).await;
-        let name = info
-            .spec
-            .as_ref()
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
+        let name = info.spec.name.clone();
         let g = self.head.state.lock();
         Ok(Response::new(
-            g.jobs.pool_info(&g.out, &name).unwrap_or(info),
+            g.jobs.pool_info(&name).unwrap_or(info).into(),
         ))
     }
 
@@ -523,7 +551,7 @@ impl pb::head_server::Head for HeadService {
     ) -> Result<Response<pb::PoolList>, Status> {
         let g = self.head.state.lock();
         Ok(Response::new(pb::PoolList {
-            pools: g.jobs.pools(&g.out),
+            pools: g.jobs.pools().into_iter().map(Into::into).collect(),
         }))
     }
 
@@ -534,8 +562,8 @@ impl pb::head_server::Head for HeadService {
         let name = request.into_inner().name;
         let g = self.head.state.lock();
         g.jobs
-            .pool_info(&g.out, &name)
-            .map(Response::new)
+            .pool_info(&name)
+            .map(|p| Response::new(p.into()))
             .ok_or_else(|| Status::not_found(format!("unknown pool `{name}`")))
     }
 
@@ -545,7 +573,13 @@ impl pb::head_server::Head for HeadService {
     ) -> Result<Response<pb::Empty>, Status> {
         Scope::of(&request).require_cluster("delete a pool")?;
         let name = request.into_inner().name;
-        let stop = self.head.state.lock().jobs.delete_pool(&name)?;
+        let stop = {
+            let mut g = self.head.state.lock();
+            let st = &mut *g;
+            st.jobs
+                .delete_pool(&mut st.out, &name)
+                .map_err(super::jobs::status_of)?
+        };
         if let Some(l) = &self.head.launcher {
             for pid in stop {
                 l.stop(pid);

@@ -23,8 +23,10 @@ use starling_proto::{
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::Status;
 
-use super::jobs::{self, describe_exit, Jobs, Launcher, PoolActions};
+use super::jobs::{self, JobFiles, Launcher};
 use super::values::Held;
+use starling_proto::jobs::{JobInfo, JobSpec, PoolSpec};
+use starling_scheduler::jobs::{describe_exit, JobNodeOp, JobTransport, Jobs, Now, PoolActions};
 use starling_scheduler::reactor;
 use starling_scheduler::{Core, TaskOutcome, Transport};
 
@@ -77,7 +79,8 @@ pub(crate) struct NodeConn {
     pub usage: pb::StoreUsage,
 }
 
-pub(crate) struct JobInfo {
+/// What the head keeps for a job whose driver is connected.
+pub(crate) struct DriverJob {
     pub build: String,
 }
 
@@ -87,7 +90,7 @@ pub(crate) struct Outbox {
     pub clients: HashMap<u64, ClientConn>,
     pub worker_client: HashMap<WorkerId, u64>,
     pub nodes: HashMap<NodeId, NodeConn>,
-    pub jobs: HashMap<JobId, JobInfo>,
+    pub jobs: HashMap<JobId, DriverJob>,
     /// Small values and driver puts, held at the head (in memory up to a budget).
     pub values: super::values::HeadValues,
     /// Large task results: the node that stores each, and its size.
@@ -96,6 +99,8 @@ pub(crate) struct Outbox {
     /// The last task failure of each job with a driver (see [`Transport::task_failed`]).
     pub last_failure: HashMap<JobId, Arc<TaskFailure>>,
     pub subscribers: HashMap<ObjectId, Vec<u64>>,
+    /// Where the job table's writes go (`None`: a table in memory only).
+    pub job_files: Option<JobFiles>,
     dirty_clients: Vec<u64>,
     dirty_nodes: Vec<NodeId>,
 }
@@ -356,6 +361,80 @@ impl Outbox {
     }
 }
 
+/// The job table's effects: node ops are queued like the scheduler's; its writes go, in order,
+/// to the file thread (never performed under the lock).
+impl JobTransport for Outbox {
+    fn to_node(&mut self, node: NodeId, op: JobNodeOp) {
+        let kind = match op {
+            JobNodeOp::Instance(i) => head_to_node_op::Kind::JobInstance((*i).into()),
+            JobNodeOp::StartWorkers { job, count } => {
+                let Some(build) = self.jobs.get(&job).map(|j| j.build.clone()) else {
+                    return;
+                };
+                head_to_node_op::Kind::StartWorkers(pb::StartWorkers {
+                    job: job.0,
+                    build,
+                    count,
+                })
+            }
+            JobNodeOp::Stop(id) => head_to_node_op::Kind::StopJob(id),
+        };
+        self.queue_node(node, kind);
+    }
+
+    fn persist_job(&mut self, info: &JobInfo) {
+        if let Some(f) = &self.job_files {
+            f.write_job(info);
+        }
+    }
+
+    fn persist_pool(&mut self, spec: &PoolSpec) {
+        if let Some(f) = &self.job_files {
+            f.write_pool(spec);
+        }
+    }
+
+    fn remove_pool(&mut self, name: &str) {
+        if let Some(f) = &self.job_files {
+            f.remove_pool(name);
+        }
+    }
+
+    fn remove_job(&mut self, id: u64) {
+        if let Some(f) = &self.job_files {
+            f.remove_job(id);
+        }
+    }
+
+    fn job_result(&mut self, id: u64, value: Vec<u8>) {
+        if let Some(f) = &self.job_files {
+            f.write_result(id, value);
+        }
+    }
+
+    fn has_driver(&self, job: JobId) -> bool {
+        self.jobs.contains_key(&job)
+    }
+
+    fn last_task_failure(&self, job: JobId) -> Option<String> {
+        self.last_failure.get(&job).map(|f| f.root().to_string())
+    }
+
+    fn job_finished(&mut self, job: JobId) {
+        Outbox::remove_job(self, job);
+    }
+}
+
+/// The time as the job table's handlers take it.
+pub(crate) fn now() -> Now {
+    Now {
+        at: Instant::now(),
+        unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    }
+}
+
 pub(crate) struct State {
     pub core: Core,
     pub out: Outbox,
@@ -412,10 +491,11 @@ pub(crate) struct Head {
 }
 
 impl Head {
+    /// A head whose job table is `table` (its files, and the jobs and pools they held; `None`:
+    /// a table kept in memory only, for tests).
     pub fn new(
         bin_dir: PathBuf,
-        jobs: Jobs,
-        first_job: u64,
+        table: Option<(JobFiles, Vec<JobInfo>, Vec<PoolSpec>)>,
         heartbeat_timeout: Duration,
         pipeline_depth: usize,
         launcher: Option<std::sync::Arc<dyn Launcher>>,
@@ -424,10 +504,17 @@ impl Head {
         core.set_pipeline_depth(pipeline_depth);
         // Objects on nodes can be lost with their node; lineage makes them again.
         core.set_lineage(true);
+        let mut out = Outbox::default();
+        let mut jobs = Jobs::new();
+        let mut last_job = 0;
+        if let Some((files, infos, pools)) = table {
+            out.job_files = Some(files);
+            last_job = jobs.restore(&mut out, infos, pools, now());
+        }
         Head {
             state: Mutex::new(State {
                 core,
-                out: Outbox::default(),
+                out,
                 jobs,
                 dying: HashMap::new(),
                 exits: HashMap::new(),
@@ -435,7 +522,7 @@ impl Head {
                 session_jobs: HashMap::new(),
                 next_worker: 1,
                 next_node: 1,
-                next_job: first_job.max(1),
+                next_job: last_job + 1,
                 epoch: new_epoch(),
                 last_alive: Instant::now(),
             }),
@@ -478,7 +565,7 @@ impl Head {
             st.last_alive = Instant::now();
             st.out.tell_quiet_sessions();
         }
-        let actions = st.jobs.tick(&mut st.out, &mut st.core);
+        let actions = st.jobs.tick(&mut st.out, &mut st.core, now());
         reactor::schedule(&mut st.core, &mut st.out);
         let out = self.take_outgoing(st);
         let head = st.jobs.head_addr.clone();
@@ -496,7 +583,7 @@ impl Head {
         }
         for spec in actions.launch {
             match launcher.launch(head, &spec) {
-                Ok(pid) => self.state.lock().jobs.on_launched(&spec.name, pid),
+                Ok(pid) => self.state.lock().jobs.on_launched(&spec.name, pid, now()),
                 Err(e) => eprintln!(
                     "starling head: cannot start a node for pool {}: {e}",
                     spec.name
@@ -506,7 +593,7 @@ impl Head {
     }
 
     /// Submits a multi-node job.
-    pub fn submit_job(&self, spec: pb::JobSpec) -> Result<pb::JobInfo, Status> {
+    pub fn submit_job(&self, spec: JobSpec) -> Result<JobInfo, Status> {
         // Reads the payload's archive: before the lock.
         super::jobs::check_payload(&spec, &self.bin_dir)?;
         let info = {
@@ -516,7 +603,10 @@ impl Head {
                 return Err(shutting_down());
             }
             let id = st.next_job;
-            let info = st.jobs.submit(&st.out, id, spec)?;
+            let info = st
+                .jobs
+                .submit(&mut st.out, id, spec, now())
+                .map_err(jobs::status_of)?;
             st.next_job += 1;
             info
         };
@@ -525,13 +615,16 @@ impl Head {
         Ok(self.state.lock().jobs.info(info.id).unwrap_or(info))
     }
 
-    pub fn cancel_job(&self, id: u64) -> Result<pb::JobInfo, Status> {
+    pub fn cancel_job(&self, id: u64) -> Result<JobInfo, Status> {
         let mut g = self.state.lock();
         let st = &mut *g;
         if st.stopping {
             return Err(shutting_down());
         }
-        let info = st.jobs.cancel(&mut st.out, &mut st.core, id)?;
+        let info = st
+            .jobs
+            .cancel(&mut st.out, &mut st.core, id, now())
+            .map_err(jobs::status_of)?;
         reactor::schedule(&mut st.core, &mut st.out);
         let out = self.take_outgoing(st);
         drop(g);
@@ -608,7 +701,7 @@ impl Head {
             let first_driver = !st.out.jobs.contains_key(&job);
             st.out.jobs.insert(
                 job,
-                JobInfo {
+                DriverJob {
                     build: hello.build.clone(),
                 },
             );
@@ -773,7 +866,7 @@ impl Head {
         );
         reactor::on_node_added_with_gpus(&mut st.core, node, resources.clone(), &hello.gpu_ids);
         st.jobs
-            .on_node_added(&mut st.core, node, &hello.pool, hello.pid);
+            .on_node_added(&mut st.core, node, &hello.pool, hello.pid, now());
         st.out
             .queue_node(node, head_to_node_op::Kind::NodeId(node.0));
         // Running drivers get workers on a new shared node too (a pool's nodes wait for a job).
@@ -841,7 +934,11 @@ impl Head {
                 }
                 None => {}
                 Some(pb::node_op::Kind::JobLog(l)) => {
-                    if let Some(path) = st.jobs.on_log(l.job, node, &l.data) {
+                    let path = st
+                        .jobs
+                        .on_log(l.job, node, &l.data)
+                        .and_then(|k| Some(st.out.job_files.as_ref()?.log_path(l.job, k)));
+                    if let Some(path) = path {
                         match logs.last_mut() {
                             Some((p, data)) if *p == path => data.extend_from_slice(&l.data),
                             _ => logs.push((path, l.data)),
@@ -853,13 +950,20 @@ impl Head {
                     if st.jobs.instance_of(e.job, node) == Some(0) =>
                 {
                     changed = true;
-                    st.jobs
-                        .on_entrypoint_exit(&mut st.out, &mut st.core, e.job, e.code, &e.error);
+                    st.jobs.on_entrypoint_exit(
+                        &mut st.out,
+                        &mut st.core,
+                        e.job,
+                        e.code,
+                        &e.error,
+                        now(),
+                    );
                 }
                 Some(pb::node_op::Kind::EntrypointExit(_)) => {}
                 Some(pb::node_op::Kind::JobStopped(job)) => {
                     changed = true;
-                    st.jobs.on_job_stopped(&mut st.out, &mut st.core, job, node);
+                    st.jobs
+                        .on_job_stopped(&mut st.out, &mut st.core, job, node, now());
                 }
             }
         }
@@ -904,7 +1008,8 @@ impl Head {
         }
         reactor::on_objects_lost(&mut st.core, &mut st.out, &lost);
         reactor::on_node_lost(&mut st.core, &mut st.out, node, why);
-        st.jobs.on_node_lost(&mut st.out, &mut st.core, node, why);
+        st.jobs
+            .on_node_lost(&mut st.out, &mut st.core, node, why, now());
         reactor::schedule(&mut st.core, &mut st.out);
         let out = self.take_outgoing(st);
         drop(g);
@@ -1203,11 +1308,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("starling-stopping-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         starling_proto::dirs::create_dir(&dir).unwrap();
-        let (jobs, last) = Jobs::load(&dir).unwrap();
+        let table = JobFiles::load(&dir).unwrap();
         let head = Head::new(
             dir.join("bin"),
-            jobs,
-            last + 1,
+            Some(table),
             Duration::from_secs(5),
             64,
             None,
@@ -1252,11 +1356,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("starling-alive-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         starling_proto::dirs::create_dir(&dir).unwrap();
-        let (jobs, last) = Jobs::load(&dir).unwrap();
+        let table = JobFiles::load(&dir).unwrap();
         let head = Head::new(
             dir.join("bin"),
-            jobs,
-            last + 1,
+            Some(table),
             Duration::from_secs(5),
             64,
             None,
