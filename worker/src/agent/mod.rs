@@ -34,6 +34,7 @@
 //!   agent created them.
 
 mod binary;
+mod config;
 mod disk;
 mod error;
 pub mod gpus;
@@ -41,6 +42,7 @@ pub mod instances;
 pub mod logs;
 mod objects;
 mod procs;
+mod session;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -69,9 +71,13 @@ use self::logs::AgentLog;
 use self::objects::ObjectServer;
 use self::procs::{ProcEvent, SpawnConfig, Supervisor};
 
+pub use self::config::AgentConfig;
+#[allow(unused_imports)]
+use self::config::*;
 pub use self::error::AgentError;
 pub use self::objects::CHUNK as FETCH_CHUNK;
 pub use self::procs::{MAX_RESTARTS, RESTART_WINDOW};
+use self::session::*;
 
 /// The largest gRPC message the agent sends or accepts, on clients and servers alike.
 pub use starling_proto::limits::MAX_MESSAGE_BYTES;
@@ -92,109 +98,6 @@ pub(crate) fn for_job(name: &str, value: &str, job: JobId) -> String {
         Ok(token) if token.job().is_none() => token.for_job(job).expose().to_string(),
         _ => value.to_string(),
     }
-}
-
-/// How to run a node agent.
-#[derive(Clone, Debug)]
-pub struct AgentConfig {
-    /// The head: `http://host:port` or `host:port`.
-    pub head: String,
-    /// The resources this node offers (CPU, GPU, custom).
-    pub resources: ResourceSet,
-    /// The ids of its GPUs, one per GPU in `resources` (fewer: the rest are numbered on;
-    /// see [`gpus::detect`]).
-    pub gpu_ids: Vec<String>,
-    /// The compute pool to join; `""` is the default pool.
-    pub pool: String,
-    /// Where objects live in memory (a tmpfs such as `/dev/shm/...`). Created if missing, and
-    /// then removed with its contents when the agent stops.
-    pub store_dir: PathBuf,
-    /// Where objects go when the store is over its cap (disk). Created if missing, and then
-    /// removed with its contents when the agent stops.
-    pub spill_dir: PathBuf,
-    /// The memory cap of `store_dir`, in bytes.
-    pub store_cap_bytes: u64,
-    /// One log file per worker process (`worker-J<job>-<pid>.log`) and the agent's own
-    /// (`agent-N<node>.log`); created if missing.
-    pub log_dir: PathBuf,
-    /// `Some(path)`: run this binary for every job (the local cluster runs the driver's own
-    /// executable). `None`: download each job's binary from the head by build id.
-    pub worker_binary: Option<PathBuf>,
-    /// Where downloaded binaries are kept (`<cache_dir>/<build>`).
-    pub cache_dir: PathBuf,
-    /// Where the object service listens (port 0: any free port). `None`: the address this host
-    /// reaches the head from, any port, so it listens on one interface, not all of them.
-    pub object_bind: Option<SocketAddr>,
-    /// The object service's TLS certificate and key. Required when the head is reached over
-    /// TLS (`credentials` has a CA), so the cluster token never crosses the network in clear;
-    /// the node then advertises `https://` and fetchers verify it against the same CA.
-    pub object_tls: Option<starling_proto::security::ServerTls>,
-    /// How often to send a heartbeat (and measure the store).
-    pub heartbeat: Duration,
-    /// How long to keep trying to reach and register with the head.
-    pub connect_timeout: Duration,
-    /// After losing the head, how long to keep trying to register again (a restarted head on
-    /// the same address) before the agent stops with [`AgentError::HeadLost`].
-    pub reconnect_timeout: Duration,
-    /// The cluster token (and TLS trust) presented to the head; the token is also required
-    /// by this node's object service and passed on to worker processes and job entrypoints.
-    pub credentials: Credentials,
-    /// Also write the agent's log lines to stderr (a foreground `starling worker`).
-    pub log_to_stderr: bool,
-}
-
-impl AgentConfig {
-    /// A configuration with defaults for everything but the head and the resources: a fresh
-    /// store under this user's `/dev/shm/starling-<uid>` (see [`starling_proto::dirs`]), spill,
-    /// logs and binary cache under this user's runtime directory, a cap of 30% of physical
-    /// memory, the object service on any port of all interfaces, a 1 s heartbeat, a 10 s
-    /// connect timeout, a 60 s reconnect timeout, and no credentials.
-    pub fn new(head: impl Into<String>, resources: ResourceSet) -> Self {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let unique = format!(
-            "{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let tmp = starling_proto::dirs::runtime_root();
-        let store_root = starling_proto::dirs::shm_root();
-        AgentConfig {
-            head: head.into(),
-            resources,
-            gpu_ids: Vec::new(),
-            pool: String::new(),
-            store_dir: store_root.join(format!("store-{unique}")),
-            spill_dir: tmp.join(format!("spill-{unique}")),
-            store_cap_bytes: default_store_cap(),
-            log_dir: tmp.join("logs"),
-            worker_binary: None,
-            cache_dir: tmp.join("bin-cache"),
-            object_bind: None,
-            object_tls: None,
-            heartbeat: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(10),
-            reconnect_timeout: Duration::from_secs(60),
-            credentials: Credentials::default(),
-            log_to_stderr: false,
-        }
-    }
-}
-
-/// 30% of `MemTotal`, or 2 GiB where `/proc/meminfo` cannot be read.
-fn default_store_cap() -> u64 {
-    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|rest| {
-                rest.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-            })
-    });
-    total_kib.map_or(2 << 30, |kib| kib * 1024 / 10 * 3)
 }
 
 /// A running node agent. Dropping it stops the agent (workers killed, no orphans).
@@ -632,146 +535,6 @@ impl Agent {
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
         unreachable!("the attempts loop only ends by returning")
-    }
-}
-
-/// Dials the head until it answers or `deadline` passes.
-async fn connect(
-    addr: &str,
-    endpoint: &Endpoint,
-    deadline: Instant,
-) -> Result<Channel, AgentError> {
-    starling_proto::security::dial(endpoint, deadline.into_std())
-        .await
-        .map_err(|_| AgentError::HeadUnreachable {
-            addr: addr.to_string(),
-        })
-}
-
-/// One attempt to dial the head, given up at `deadline`.
-async fn connect_once(endpoint: &Endpoint, deadline: Instant) -> Result<Channel, AgentError> {
-    starling_proto::security::dial_once(endpoint, deadline.into_std())
-        .await
-        .map_err(|why| AgentError::Refused {
-            message: format!("cannot connect: {why}"),
-        })
-}
-
-/// This host's IP on its route to the head (loopback if the head's name does not resolve):
-/// where the object service listens by default, and what it advertises when bound to all
-/// interfaces (`0.0.0.0`).
-async fn route_to(uri: &str) -> IpAddr {
-    let mut ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    if let Ok(parsed) = uri.parse::<tonic::transport::Uri>() {
-        if let Some(host) = parsed.host() {
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let port = parsed.port_u16().unwrap_or(80);
-            if let Ok(Some(head)) = tokio::net::lookup_host((host, port))
-                .await
-                .map(|mut it| it.next())
-            {
-                // Connecting a UDP socket sends nothing; it only asks the kernel for the route.
-                let any: SocketAddr = if head.is_ipv4() {
-                    (Ipv4Addr::UNSPECIFIED, 0).into()
-                } else {
-                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-                };
-                if let Ok(sock) = std::net::UdpSocket::bind(any) {
-                    if sock.connect(head).is_ok() {
-                        if let Ok(local) = sock.local_addr() {
-                            ip = local.ip();
-                        }
-                    }
-                }
-            }
-        }
-    }
-    ip
-}
-
-/// A registration with a head: the node id, the node stream both ways, and ops that came
-/// with the id (handled first).
-struct Session {
-    node: NodeId,
-    outbound: mpsc::UnboundedSender<pb::NodeBatch>,
-    inbound: Streaming<pb::HeadToNodeBatch>,
-    early: Vec<HeadKind>,
-}
-
-/// The head's client, with the cluster token on every call.
-type HeadClient = pb::head_client::HeadClient<AuthChannel>;
-
-/// Opens `Attach` with `hello` and waits for the node id, until `deadline`.
-async fn register(
-    addr: &str,
-    mut head: HeadClient,
-    hello: pb::NodeHello,
-    deadline: Instant,
-) -> Result<Session, AgentError> {
-    let (outbound, outbound_rx) = mpsc::unbounded_channel();
-    let _ = outbound.send(batch(vec![NodeKind::Hello(hello)]));
-    let refused = |message: String| AgentError::Refused { message };
-    let status_error = |status: tonic::Status| match status.code() {
-        tonic::Code::Unauthenticated => AgentError::Unauthenticated {
-            addr: addr.to_string(),
-            message: status.message().to_string(),
-        },
-        code => refused(format!("{code:?}: {}", status.message())),
-    };
-    let attach = head.attach(UnboundedReceiverStream::new(outbound_rx));
-    let mut inbound = match tokio::time::timeout_at(deadline, attach).await {
-        Err(_) => {
-            return Err(AgentError::HeadUnreachable {
-                addr: addr.to_string(),
-            })
-        }
-        Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
-            return Err(AgentError::HeadUnreachable {
-                addr: addr.to_string(),
-            })
-        }
-        Ok(Err(status)) => return Err(status_error(status)),
-        Ok(Ok(response)) => response.into_inner(),
-    };
-    let mut early = Vec::new();
-    loop {
-        let next = tokio::time::timeout_at(deadline, inbound.message())
-            .await
-            .map_err(|_| refused("no node id before the connect deadline".to_string()))?;
-        match next {
-            Ok(Some(b)) => {
-                let mut node = None;
-                for op in b.ops.into_iter().filter_map(|op| op.kind) {
-                    match op {
-                        HeadKind::NodeId(id) if node.is_none() => node = Some(NodeId(id)),
-                        other => early.push(other),
-                    }
-                }
-                if let Some(node) = node {
-                    return Ok(Session {
-                        node,
-                        outbound,
-                        inbound,
-                        early,
-                    });
-                }
-            }
-            Ok(None) => {
-                return Err(refused(
-                    "the head closed the stream before assigning a node id".into(),
-                ))
-            }
-            Err(status) => return Err(status_error(status)),
-        }
-    }
-}
-
-fn batch(ops: Vec<NodeKind>) -> pb::NodeBatch {
-    pb::NodeBatch {
-        ops: ops
-            .into_iter()
-            .map(|k| pb::NodeOp { kind: Some(k) })
-            .collect(),
     }
 }
 
