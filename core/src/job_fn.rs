@@ -18,7 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use starling_proto::env::{JOB_ID as JOB_ENV, JOB_INPUT as INPUT_ENV};
-use starling_proto::pb;
+use starling_proto::jobs::JobResult;
 
 use crate::__private::{InvokeError, RemoteValue};
 use crate::codec;
@@ -181,12 +181,8 @@ fn report(outcome: &std::result::Result<Vec<u8>, RemoteError>) -> Result<()> {
                 "{JOB_ENV} is not set: a #[starling::job] function runs as a submitted job"
             ))
         })?;
-    let kind = match outcome {
-        Ok(value) => pb::job_result::Kind::Value(value.clone()),
-        Err(e) => pb::job_result::Kind::Error(e.into()),
-    };
-    JobClient::from_env()?.set_result(pb::JobResult {
+    JobClient::from_env()?.set_result(JobResult {
         job,
-        kind: Some(kind),
+        outcome: outcome.clone(),
     })
 }

@@ -594,8 +594,7 @@ impl JobClient {
                 )))
             }
         };
-        use prost::Message;
-        let archive = pb::DirArchive { files }.encode_to_vec();
+        let archive = starling_proto::jobs::encode_archive(files);
         let id = self.upload(archive)?;
         let payload = pb::Payload {
             kind: Some(pb::payload::Kind::Directory(id)),
@@ -627,7 +626,8 @@ impl JobClient {
     }
 
     /// Reports the value or error of a `#[starling::job]` function (job mode).
-    pub(crate) fn set_result(&self, result: pb::JobResult) -> Result<()> {
+    pub(crate) fn set_result(&self, result: starling_proto::jobs::JobResult) -> Result<()> {
+        let result = pb::JobResult::from(result);
         self.call(|mut h| async move { h.set_job_result(result).await })
             .map(|_| ())
     }
@@ -688,7 +688,11 @@ impl JobClient {
     }
 }
 
-fn collect_files(root: &Path, dir: &Path, out: &mut Vec<pb::DirFile>) -> Result<()> {
+fn collect_files(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<starling_proto::jobs::DirFile>,
+) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let io = |p: &Path, e: std::io::Error| Error::JobRequest(format!("{}: {e}", p.display()));
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -705,7 +709,7 @@ fn collect_files(root: &Path, dir: &Path, out: &mut Vec<pb::DirFile>) -> Result<
             let rel = path
                 .strip_prefix(root)
                 .map_err(|_| Error::JobRequest(format!("{} is outside", path.display())))?;
-            out.push(pb::DirFile {
+            out.push(starling_proto::jobs::DirFile {
                 path: rel.to_string_lossy().into_owned(),
                 mode: meta.permissions().mode(),
                 data: std::fs::read(&path).map_err(|e| io(&path, e))?,

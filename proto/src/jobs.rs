@@ -6,7 +6,10 @@
 
 use std::collections::HashMap;
 
+use prost::Message;
+
 use crate::pb;
+use crate::wire::DecodeError;
 use crate::RemoteError;
 
 /// Job states, as clients see them.
@@ -166,8 +169,102 @@ pub struct JobInstance {
     pub entrypoint: Option<Entrypoint>,
 }
 
+/// What a `#[starling::job]` function reported: its value, or its error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobResult {
+    pub job: u64,
+    pub outcome: Result<Vec<u8>, RemoteError>,
+}
+
+/// One file of a directory payload as it travels: its path in the directory, its mode, its
+/// bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DirFile {
+    pub path: String,
+    pub mode: u32,
+    pub data: Vec<u8>,
+}
+
+/// A directory payload's archive: every regular file, encoded for upload.
+pub fn encode_archive(files: Vec<DirFile>) -> Vec<u8> {
+    pb::DirArchive {
+        files: files
+            .into_iter()
+            .map(|f| pb::DirFile {
+                path: f.path,
+                mode: f.mode,
+                data: f.data,
+            })
+            .collect(),
+    }
+    .encode_to_vec()
+}
+
+/// The files of an archive made by [`encode_archive`] (paths unchecked: see
+/// [`wire::check_archive_path`](crate::wire::check_archive_path)).
+pub fn decode_archive(bytes: &[u8]) -> Result<Vec<DirFile>, DecodeError> {
+    Ok(pb::DirArchive::decode(bytes)?
+        .files
+        .into_iter()
+        .map(|f| DirFile {
+            path: f.path,
+            mode: f.mode,
+            data: f.data,
+        })
+        .collect())
+}
+
+impl JobInfo {
+    /// The record the head keeps of a job on its disk.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        pb::JobInfo::from(self.clone()).encode_to_vec()
+    }
+
+    /// A record made by [`JobInfo::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<JobInfo, DecodeError> {
+        Ok(pb::JobInfo::decode(bytes)?.into())
+    }
+}
+
+impl PoolSpec {
+    /// The record the head keeps of a pool on its disk.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        pb::PoolSpec::from(self.clone()).encode_to_vec()
+    }
+
+    /// A record made by [`PoolSpec::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<PoolSpec, DecodeError> {
+        Ok(pb::PoolSpec::decode(bytes)?.into())
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Protobuf forms.
+
+impl From<JobResult> for pb::JobResult {
+    fn from(r: JobResult) -> Self {
+        pb::JobResult {
+            job: r.job,
+            kind: Some(match r.outcome {
+                Ok(v) => pb::job_result::Kind::Value(v),
+                Err(e) => pb::job_result::Kind::Error((&e).into()),
+            }),
+        }
+    }
+}
+
+impl TryFrom<pb::JobResult> for JobResult {
+    type Error = DecodeError;
+
+    fn try_from(r: pb::JobResult) -> Result<Self, DecodeError> {
+        let outcome = match r.kind {
+            Some(pb::job_result::Kind::Value(v)) => Ok(v),
+            Some(pb::job_result::Kind::Error(e)) => Err(e.into()),
+            None => return Err(DecodeError("a job result needs a value or an error".into())),
+        };
+        Ok(JobResult { job: r.job, outcome })
+    }
+}
 
 impl From<pb::Payload> for Payload {
     fn from(p: pb::Payload) -> Self {

@@ -16,9 +16,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use prost::Message;
 use starling_proto::jobs::{JobInfo, JobSpec, PayloadKind, PoolSpec};
-use starling_proto::pb;
 use starling_scheduler::jobs::JobError;
 use tonic::Status;
 
@@ -56,8 +54,8 @@ impl JobFiles {
             let Ok(bytes) = std::fs::read(entry.path().join("job.pb")) else {
                 continue;
             };
-            if let Ok(info) = pb::JobInfo::decode(bytes.as_slice()) {
-                jobs.push(JobInfo::from(info));
+            if let Ok(info) = JobInfo::from_bytes(&bytes) {
+                jobs.push(info);
             }
         }
         let mut pools = Vec::new();
@@ -65,8 +63,8 @@ impl JobFiles {
             let Ok(bytes) = std::fs::read(entry.path()) else {
                 continue;
             };
-            if let Ok(spec) = pb::PoolSpec::decode(bytes.as_slice()) {
-                pools.push(PoolSpec::from(spec));
+            if let Ok(spec) = PoolSpec::from_bytes(&bytes) {
+                pools.push(spec);
             }
         }
         let files = JobFiles {
@@ -93,14 +91,13 @@ impl JobFiles {
 
     /// Queues `info`'s record (a failed write is retried on the job's next change).
     pub fn write_job(&self, info: &JobInfo) {
-        let bytes = pb::JobInfo::from(info.clone()).encode_to_vec();
         self.files
-            .write(self.job_dir(info.id).join("job.pb"), bytes);
+            .write(self.job_dir(info.id).join("job.pb"), info.to_bytes());
     }
 
     pub fn write_pool(&self, spec: &PoolSpec) {
-        let bytes = pb::PoolSpec::from(spec.clone()).encode_to_vec();
-        self.files.write(self.pool_path(&spec.name), bytes);
+        self.files
+            .write(self.pool_path(&spec.name), spec.to_bytes());
     }
 
     pub fn remove_pool(&self, name: &str) {
@@ -174,14 +171,14 @@ fn check_entrypoint(archive: &Path, entrypoint: &str, command: &[String]) -> Res
         return Ok(());
     }
     let bytes = std::fs::read(archive).map_err(|e| format!("cannot read the payload: {e}"))?;
-    let dir = pb::DirArchive::decode(bytes.as_slice())
+    let files = starling_proto::jobs::decode_archive(&bytes)
         .map_err(|_| "the payload directory is not a valid archive".to_string())?;
-    for f in &dir.files {
+    for f in &files {
         starling_proto::wire::check_archive_path(&f.path).map_err(|e| e.0)?;
     }
     let want = entrypoint.trim_start_matches("./");
     starling_proto::wire::check_archive_path(want).map_err(|e| format!("entrypoint: {}", e.0))?;
-    match dir.files.iter().find(|f| f.path == want) {
+    match files.iter().find(|f| f.path == want) {
         None => Err(format!("entrypoint `{entrypoint}` is not in the directory")),
         Some(f) if f.mode & 0o111 == 0 && command.is_empty() => {
             Err(format!("entrypoint `{entrypoint}` is not executable"))
@@ -224,15 +221,15 @@ mod tests {
         let bin = root.join("binaries");
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::write(bin.join(BINARY), b"\x7fELF").unwrap();
-        let dir = |path: &str| pb::DirArchive {
-            files: vec![pb::DirFile {
+        let dir = |path: &str| {
+            starling_proto::jobs::encode_archive(vec![starling_proto::jobs::DirFile {
                 path: path.into(),
                 mode: 0o755,
                 data: b"#!/bin/sh\n".to_vec(),
-            }],
+            }])
         };
-        std::fs::write(bin.join(DIRECTORY), dir("run.sh").encode_to_vec()).unwrap();
-        std::fs::write(bin.join(BAD_DIRECTORY), dir("../run.sh").encode_to_vec()).unwrap();
+        std::fs::write(bin.join(DIRECTORY), dir("run.sh")).unwrap();
+        std::fs::write(bin.join(BAD_DIRECTORY), dir("../run.sh")).unwrap();
         let (files, _, _) = JobFiles::load(&root).unwrap();
         let mut jobs = Jobs::new();
         let mut out = Outbox::default();
@@ -264,7 +261,7 @@ mod tests {
         // The disk answers: what was decided is written, in order.
         drop(hold);
         table.files().flush();
-        let kept = pb::JobInfo::decode(std::fs::read(&job_pb).unwrap().as_slice()).unwrap();
+        let kept = JobInfo::from_bytes(&std::fs::read(&job_pb).unwrap()).unwrap();
         assert_eq!(kept.id, 7);
         assert_eq!(std::fs::read(table.result_path(7)).unwrap(), b"42");
         let (_, infos, pools) = JobFiles::load(&root).unwrap();

@@ -505,19 +505,12 @@ impl pb::head_server::Head for HeadService {
         let scope = Scope::of(&request);
         let result = request.into_inner();
         scope.may_touch(result.job)?;
-        let value = match result.kind {
-            Some(pb::job_result::Kind::Value(v)) => Ok(v),
-            Some(pb::job_result::Kind::Error(e)) => Err(e.into()),
-            None => {
-                return Err(Status::invalid_argument(
-                    "a job result needs a value or error",
-                ))
-            }
-        };
+        let result = starling_proto::jobs::JobResult::try_from(result)
+            .map_err(|e| Status::invalid_argument(e.0))?;
         let mut g = self.head.state.lock();
         let st = &mut *g;
         st.jobs
-            .set_result(&mut st.out, result.job, value)
+            .set_result(&mut st.out, result.job, result.outcome)
             .map_err(super::jobs::status_of)?;
         Ok(Response::new(pb::Empty {}))
     }
