@@ -11,6 +11,7 @@
 //! - `cluster_flood`: a driver with N queued sleeping tasks (stopped with Ctrl-C by a test).
 //! - `job_ending`: a job payload that ends (exit, panic, a killed task) while its tasks run.
 //! - `gbdt`: gradient-boosted trees on CSV files with `starling-ml` (also a job payload).
+//! - `task_api`: Ray's task API semantics (`wait`, ...), checked in whichever mode it runs.
 
 use anyhow::Context;
 

@@ -48,7 +48,28 @@ pub fn put<T: RemoteValue>(value: T) -> Result<ObjectRef<T>> {
 pub type WaitResult<T> = (Vec<ObjectRef<T>>, Vec<ObjectRef<T>>);
 
 /// Waits until `num_returns` of `refs` are settled (have a value or an error) or `timeout`
-/// passes, and returns `(ready, not_ready)`, each in input order.
+/// passes, and returns `(ready, not_ready)`, as `ray.wait` does: `ready` holds at most
+/// `num_returns` refs, the first settled ones in input order, and `not_ready` every other ref,
+/// in input order (settled ones past the first `num_returns` included). With a timeout,
+/// `ready` may hold fewer.
+///
+/// An empty `refs` returns two empty lists at once. The same object twice is
+/// [`Error::DuplicateRef`]; `num_returns` of 0 or more than `refs.len()` is
+/// [`Error::WaitCount`].
+///
+/// ```
+/// # #[starling::remote]
+/// # fn add(a: i64, b: i64) -> i64 { a + b }
+/// # fn main() -> Result<(), starling::Error> {
+/// # let rt = starling::Runtime::in_process(2)?;
+/// # let _guard = rt.enter();
+/// let refs: Vec<_> = (0..3).map(|i| add::remote(i, 1)).collect();
+/// starling::get_all(&refs)?; // all three are settled now
+/// let (ready, rest) = starling::wait(&refs, 2, None)?;
+/// assert_eq!(ready, refs[..2]);
+/// assert_eq!(rest, refs[2..]);
+/// # Ok(()) }
+/// ```
 pub fn wait<T>(
     refs: &[ObjectRef<T>],
     num_returns: usize,
@@ -62,11 +83,21 @@ pub fn wait<T>(
         return Err(Error::ForeignObject(r.id()));
     }
     let ids: Vec<_> = refs.iter().map(ObjectRef::id).collect();
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+        return Err(Error::DuplicateRef(*dup));
+    }
+    if num_returns == 0 || num_returns > refs.len() {
+        return Err(Error::WaitCount {
+            num_returns,
+            refs: refs.len(),
+        });
+    }
     let done = rt.wait_many(&ids, num_returns, timeout);
-    let mut ready = Vec::new();
-    let mut rest = Vec::new();
+    let mut ready = Vec::with_capacity(num_returns);
+    let mut rest = Vec::with_capacity(refs.len() - num_returns);
     for (r, d) in refs.iter().zip(done) {
-        if d {
+        if d && ready.len() < num_returns {
             ready.push(r.clone());
         } else {
             rest.push(r.clone());

@@ -139,6 +139,18 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// [`wait`](crate::wait) was given the same object twice (as `ray.wait` refuses).
+    #[error("wait was given object {0} more than once: it needs distinct refs")]
+    DuplicateRef(ObjectId),
+    /// [`wait`](crate::wait) was asked for no ref, or for more refs than it was given (as
+    /// `ray.wait` refuses).
+    #[error("wait cannot return {num_returns} of {refs} refs: num_returns must be 1..={refs}")]
+    WaitCount {
+        /// What was asked for.
+        num_returns: usize,
+        /// How many refs were given.
+        refs: usize,
+    },
     /// An `ObjectRef` was used with a runtime other than the one that made it.
     #[error("object {0} belongs to another Starling runtime")]
     ForeignObject(ObjectId),
