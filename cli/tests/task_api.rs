@@ -8,7 +8,12 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 3] = ["wait_exact", "wait_timeout", "wait_refusals"];
+const CHECKS: [&str; 4] = [
+    "wait_exact",
+    "wait_timeout",
+    "wait_refusals",
+    "quiet_session",
+];
 
 fn all_ok(mode: &str, out: &str, err: &str) {
     for check in CHECKS {
@@ -21,10 +26,15 @@ fn all_ok(mode: &str, out: &str, err: &str) {
 
 fn run_alone(args: &[&str]) -> (String, String) {
     let bin = examples_dir().join("task_api");
-    let (status, out, err) =
-        output_within(Command::new(&bin).args(args).env_remove("STARLING_HEAD"), PAYLOAD)
-            .unwrap_or_else(|e| panic!("{e}"));
-    assert!(status.success(), "task_api {args:?}: {status}\n{out}\n{err}");
+    let (status, out, err) = output_within(
+        Command::new(&bin).args(args).env_remove("STARLING_HEAD"),
+        PAYLOAD,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        status.success(),
+        "task_api {args:?}: {status}\n{out}\n{err}"
+    );
     (out, err)
 }
 
@@ -44,6 +54,9 @@ fn local_cluster() {
 fn head_and_agents_as_processes() {
     let c = Cluster::start("task-api", 2);
     let (status, _, stdout) = c.run_status("task_api", &[]);
-    c.check(status.success(), &format!("task_api exited with {status}:\n{stdout}"));
+    c.check(
+        status.success(),
+        &format!("task_api exited with {status}:\n{stdout}"),
+    );
     all_ok("cluster", &stdout, "(see the cluster's logs)");
 }

@@ -262,7 +262,10 @@ impl TryFrom<pb::JobResult> for JobResult {
             Some(pb::job_result::Kind::Error(e)) => Err(e.into()),
             None => return Err(DecodeError("a job result needs a value or an error".into())),
         };
-        Ok(JobResult { job: r.job, outcome })
+        Ok(JobResult {
+            job: r.job,
+            outcome,
+        })
     }
 }
 

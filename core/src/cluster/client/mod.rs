@@ -239,7 +239,8 @@ impl Client {
             client: id,
             open: AtomicBool::new(true),
         };
-        // No stream: a local session ends only when this client shuts down.
+        // No stream (no reader task either): a local session ends only when this client shuts
+        // down.
         let none: Incoming = Box::pin(tokio_stream::pending());
         let client = Client::start(
             addr,
@@ -301,7 +302,11 @@ impl Client {
         });
         let weak = Arc::downgrade(&client);
         let _ = client.me.set(weak.clone());
-        rt.spawn(read_loop(weak, incoming, runs));
+        // A local session has no stream: the head hands it batches directly (`LocalInbox`),
+        // and it ends only when this client shuts down, however quiet it is.
+        if matches!(client.sink, Sink::Grpc(_)) {
+            rt.spawn(read_loop(weak, incoming, runs));
+        }
         client
     }
 
