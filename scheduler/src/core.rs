@@ -188,6 +188,10 @@ pub struct Core {
     pub(crate) restricted_jobs: std::collections::HashSet<JobId>,
     /// Whether objects keep the spec of the task that made them (see [`Core::set_lineage`]).
     pub(crate) lineage: bool,
+    /// Moving average of each function's run time, in microseconds, from reported runs: a
+    /// task is pipelined behind another only when both functions are known to be short (a
+    /// class mixes the functions of one resource shape, so its average cannot say).
+    pub(crate) fn_runtime_us: HashMap<std::sync::Arc<str>, f64>,
     pub(crate) stats: CoreStats,
 }
 

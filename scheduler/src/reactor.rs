@@ -776,12 +776,34 @@ pub fn on_task_runtime(core: &mut Core, task: TaskId, micros: u64) {
     let Some(entry) = core.tasks.get(&task) else {
         return;
     };
-    let class = &mut core.classes[entry.class as usize];
-    class.avg_runtime_us = if class.avg_runtime_us == 0.0 {
-        micros as f64
-    } else {
-        0.8 * class.avg_runtime_us + 0.2 * micros as f64
+    let moving = |avg: f64| {
+        if avg == 0.0 {
+            micros as f64
+        } else {
+            0.8 * avg + 0.2 * micros as f64
+        }
     };
+    let class = &mut core.classes[entry.class as usize];
+    class.avg_runtime_us = moving(class.avg_runtime_us);
+    let f = match core.fn_runtime_us.get_mut(&entry.spec.function) {
+        Some(f) => f,
+        None => core
+            .fn_runtime_us
+            .entry(entry.spec.function.clone())
+            .or_insert(0.0),
+    };
+    *f = moving(*f);
+}
+
+/// Whether tasks of `task`'s function are known to run within [`PIPELINE_WINDOW_US`]: only
+/// those are queued behind a running task, and only behind one of them. A function that never
+/// reported (or runs long) may hold its worker for any time, and a task queued behind it would
+/// wait that long while other workers free up.
+fn known_short(core: &Core, task: TaskId) -> bool {
+    core.tasks
+        .get(&task)
+        .and_then(|e| core.fn_runtime_us.get(&e.spec.function))
+        .is_some_and(|us| *us > 0.0 && *us <= PIPELINE_WINDOW_US)
 }
 
 /// How many tasks of `class` a worker may hold: enough to cover [`PIPELINE_WINDOW_US`] of work.
@@ -814,6 +836,10 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
         }
     };
     let job = core.classes[class].job;
+    // A task of a function that may run long is not queued behind anything, and nothing is
+    // queued behind a task that may run long, except on a worker blocked in `get` (it runs
+    // what it is handed at once, beside the blocked task).
+    let short = known_short(core, task);
     let best = core
         .workers
         .iter()
@@ -824,6 +850,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
                 && w.class as usize == class
                 && w.tasks.len() < limit(w)
                 && core.nodes[w.node].alive
+                && (w.blocked || (short && w.tasks.front().is_some_and(|&f| known_short(core, f))))
         })
         .min_by_key(|(id, w)| (w.tasks.len(), **id))
         .map(|(id, _)| *id);

@@ -1590,6 +1590,59 @@ fn long_tasks_are_not_pipelined() {
     assert_eq!(core.task_state(TaskId(2)), Some(&TaskState::Queued));
 }
 
+/// A class is a resource shape, so it mixes functions: a short function's tasks are not
+/// queued behind a task of a function that never reported how long it runs (it may hold its
+/// worker for minutes while another worker frees up), and such a task is not queued behind
+/// anything either.
+#[test]
+fn nothing_is_pipelined_behind_a_function_that_may_run_long() {
+    let (mut core, mut t) = pipelined_core(8);
+    let named = |id: u64, function: &str| {
+        let mut spec = task(id, vec![]);
+        spec.function = std::sync::Arc::from(function);
+        spec
+    };
+    // `short` is known to take 10 us.
+    on_submit(&mut core, &mut t, named(1, "test::short#0"));
+    schedule(&mut core, &mut t);
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 10);
+    starling_scheduler::reactor::on_task_done(
+        &mut core,
+        &mut t,
+        WorkerId(1),
+        TaskId(1),
+        TaskOutcome::Stored { size: 1 },
+    );
+    // `hold` runs, its time unknown: a `short` task waits for the worker instead of queueing
+    // behind it.
+    on_submit(&mut core, &mut t, named(2, "test::hold#0"));
+    schedule(&mut core, &mut t);
+    on_submit(&mut core, &mut t, named(3, "test::short#0"));
+    schedule(&mut core, &mut t);
+    assert_eq!(core.task_state(TaskId(3)), Some(&TaskState::Queued));
+    starling_scheduler::reactor::on_task_done(
+        &mut core,
+        &mut t,
+        WorkerId(1),
+        TaskId(2),
+        TaskOutcome::Stored { size: 1 },
+    );
+    schedule(&mut core, &mut t);
+    assert!(
+        matches!(core.task_state(TaskId(3)), Some(TaskState::Running { .. })),
+        "it runs once the worker is free"
+    );
+    // Behind a running `short` task, another `short` one is pipelined, an unknown one is not.
+    on_submit(&mut core, &mut t, named(4, "test::short#0"));
+    on_submit(&mut core, &mut t, named(5, "test::other#0"));
+    schedule(&mut core, &mut t);
+    assert!(matches!(
+        core.task_state(TaskId(4)),
+        Some(TaskState::Running { .. })
+    ));
+    assert_eq!(core.task_state(TaskId(5)), Some(&TaskState::Queued));
+}
+
 #[test]
 fn a_lost_worker_retries_every_task_pipelined_to_it() {
     let (mut core, mut t) = pipelined_core(8);
