@@ -1303,9 +1303,9 @@ mod tests {
     /// A head that started shutting down takes no new session or node and changes nothing: the
     /// disconnects its own shutdown causes (a node whose stream it closed reattaching, reporting
     /// the entrypoint it then stopped) must not end the jobs it leaves on disk.
-    #[test]
-    fn a_stopping_head_takes_nothing_new_and_changes_nothing() {
-        let dir = std::env::temp_dir().join(format!("starling-stopping-{}", std::process::id()));
+    /// A head with its job table in a fresh directory named after `tag`.
+    fn test_head(tag: &str) -> (PathBuf, Head) {
+        let dir = std::env::temp_dir().join(format!("starling-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         starling_proto::dirs::create_dir(&dir).unwrap();
         let table = JobFiles::load(&dir).unwrap();
@@ -1316,6 +1316,12 @@ mod tests {
             64,
             None,
         );
+        (dir, head)
+    }
+
+    #[test]
+    fn a_stopping_head_takes_nothing_new_and_changes_nothing() {
+        let (dir, head) = test_head("stopping");
         let node_hello = pb::NodeHello {
             version: starling_proto::PROTOCOL_VERSION,
             resources: Some((&ResourceSet::cpus(1.0)).into()),
@@ -1353,17 +1359,7 @@ mod tests {
     /// session: its client declares the head lost after `SILENCE_LIMIT` of silence.
     #[test]
     fn quiet_sessions_are_told_the_head_is_alive() {
-        let dir = std::env::temp_dir().join(format!("starling-alive-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        starling_proto::dirs::create_dir(&dir).unwrap();
-        let table = JobFiles::load(&dir).unwrap();
-        let head = Head::new(
-            dir.join("bin"),
-            Some(table),
-            Duration::from_secs(5),
-            64,
-            None,
-        );
+        let (dir, head) = test_head("alive");
         let hello = pb::Hello {
             version: starling_proto::PROTOCOL_VERSION,
             ..Default::default()
