@@ -2,9 +2,10 @@
 //! the checks of a payload that read its archive.
 //!
 //! The table itself, every state change of jobs and pools, is the state machine
-//! [`starling_scheduler::jobs`]; it asks for writes through [`JobTransport`], which the head's
-//! [`Outbox`](crate::state::Outbox) implements by queueing them to [`JobFiles`] (a thread of its
-//! own, in order, never under the head's lock).
+//! [`starling_scheduler::jobs`]; it asks for writes through
+//! [`JobTransport`](starling_scheduler::jobs::JobTransport), which the head's `Outbox`
+//! implements by queueing them to `JobFiles` (a thread of its own, in order, never under the
+//! head's lock).
 //!
 //! ```text
 //! DATA_DIR/jobs/<id>/job.pb            the job (JobInfo), rewritten on every change
