@@ -227,8 +227,6 @@ pub struct Jobs {
     pools: BTreeMap<String, PoolRec>,
     /// Which job each allocated node serves.
     node_job: HashMap<NodeId, u64>,
-    /// The pid of each node's agent (from its hello).
-    node_pid: HashMap<NodeId, u32>,
     /// The pool of every attached node (`""`: the default pool, for drivers' tasks).
     node_pool: HashMap<NodeId, String>,
     /// The head's address, given to entrypoints.
@@ -253,7 +251,6 @@ impl Jobs {
             jobs: BTreeMap::new(),
             pools: BTreeMap::new(),
             node_job: HashMap::new(),
-            node_pid: HashMap::new(),
             node_pool: HashMap::new(),
             head_addr: String::new(),
             start_grace: START_GRACE,
@@ -301,9 +298,9 @@ impl Jobs {
         }
     }
 
-    /// A node joined: remember its agent's pid; a node of a named pool waits for a job.
+    /// A node joined (its agent's process id `pid` matches it to a node the launcher started);
+    /// a node of a named pool waits for a job.
     pub fn on_node_added(&mut self, core: &mut Core, node: NodeId, pool: &str, pid: u32, now: Now) {
-        self.node_pid.insert(node, pid);
         self.node_pool.insert(node, pool.to_string());
         if pool.is_empty() {
             return;
@@ -330,7 +327,6 @@ impl Jobs {
         why: &str,
         now: Now,
     ) {
-        self.node_pid.remove(&node);
         self.node_pool.remove(&node);
         for p in self.pools.values_mut() {
             p.launched.remove(&node);
