@@ -354,8 +354,9 @@ impl Transport for Outbox {
 }
 
 impl Outbox {
-    /// `job` has no driver any more: forget what was kept for it.
-    pub(crate) fn remove_job(&mut self, job: JobId) {
+    /// `job` has no driver any more: forget what was kept for it (its build, its last task
+    /// failure). Not `JobTransport::remove_job`, which deletes a multi-node job's records.
+    pub(crate) fn forget_driver(&mut self, job: JobId) {
         self.jobs.remove(&job);
         self.last_failure.remove(&job);
     }
@@ -421,7 +422,7 @@ impl JobTransport for Outbox {
     }
 
     fn job_finished(&mut self, job: JobId) {
-        Outbox::remove_job(self, job);
+        self.forget_driver(job);
     }
 }
 
@@ -810,7 +811,7 @@ impl Head {
             // A driver's job is its session: when it goes (Ctrl-C, a crash, a lost link), its
             // tasks go with it, queued or running, and so do its pending worker requests.
             reactor::on_job_ended(&mut st.core, &mut st.out, conn.job);
-            st.out.remove_job(conn.job);
+            st.out.forget_driver(conn.job);
             let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
             for n in nodes {
                 st.out
