@@ -198,7 +198,7 @@ impl Client {
             creds,
             Sink::Grpc(RwLock::new(Some(tx))),
             welcome,
-            incoming,
+            Some(incoming),
             kind.local,
             kind.runs,
             rt,
@@ -239,18 +239,11 @@ impl Client {
             client: id,
             open: AtomicBool::new(true),
         };
-        // No stream (no reader task either): a local session ends only when this client shuts
-        // down.
-        let none: Incoming = Box::pin(tokio_stream::pending());
         let client = Client::start(
-            addr,
-            creds,
-            sink,
-            welcome,
-            (Vec::new(), none),
-            local,
-            None,
-            rt,
+            addr, creds, sink, welcome,
+            // No stream, so no reader task: a local session ends only when this client shuts
+            // down, however quiet it is.
+            None, local, None, rt,
         );
         let _ = inbox.client.set(Arc::downgrade(&client));
         for op in early.drain(..) {
@@ -266,7 +259,7 @@ impl Client {
         creds: Credentials,
         sink: Sink,
         welcome: pb::Welcome,
-        incoming: (Vec<pb::HeadOp>, Incoming),
+        incoming: Option<(Vec<pb::HeadOp>, Incoming)>,
         local: Option<LocalStore>,
         runs: Option<crossbeam::channel::Sender<pb::RunTask>>,
         rt: tokio::runtime::Handle,
@@ -302,9 +295,7 @@ impl Client {
         });
         let weak = Arc::downgrade(&client);
         let _ = client.me.set(weak.clone());
-        // A local session has no stream: the head hands it batches directly (`LocalInbox`),
-        // and it ends only when this client shuts down, however quiet it is.
-        if matches!(client.sink, Sink::Grpc(_)) {
+        if let Some(incoming) = incoming {
             rt.spawn(read_loop(weak, incoming, runs));
         }
         client
