@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use starling_proto::pb;
+use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::security::Credentials;
+use starling_proto::status::{StatusReply, StatusRequest};
+use starling_proto::ResourceSet;
 
 use crate::parse;
 
@@ -38,7 +40,7 @@ pub fn run(args: StatusArgs) -> Result<()> {
 }
 
 /// Calls `Status` on the head at `addr`, all within `timeout`.
-pub async fn fetch(addr: &str, creds: &Credentials, timeout: Duration) -> Result<pb::StatusReply> {
+pub async fn fetch(addr: &str, creds: &Credentials, timeout: Duration) -> Result<StatusReply> {
     let endpoint = creds
         .endpoint(addr)
         .map_err(|e| anyhow!("{}", root(&e)))?
@@ -50,8 +52,8 @@ pub async fn fetch(addr: &str, creds: &Credentials, timeout: Duration) -> Result
             .connect()
             .await
             .map_err(|e| unreachable(root(&e)))?;
-        pb::head_client::HeadClient::new(creds.intercept(channel))
-            .status(pb::StatusRequest { job: 0 })
+        HeadClient::new(creds.intercept(channel))
+            .status(StatusRequest::default())
             .await
             .map(tonic::Response::into_inner)
             .map_err(|s| match s.code() {
@@ -89,7 +91,7 @@ fn root(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The report as text: a summary line, one row per node, the task counters.
-pub fn render(head: &str, r: &pb::StatusReply) -> String {
+pub fn render(head: &str, r: &StatusReply) -> String {
     let alive = r.nodes.iter().filter(|n| n.alive).count();
     let mut out = String::new();
     let _ = writeln!(out, "head {head}");
@@ -105,9 +107,9 @@ pub fn render(head: &str, r: &pb::StatusReply) -> String {
     ]
     .map(String::from)];
     for n in &r.nodes {
-        let store = n.store.unwrap_or_default();
+        let store = n.store;
         rows.push([
-            format!("N{}", n.id),
+            format!("N{}", n.id.0),
             n.address.clone(),
             if n.pool.is_empty() {
                 "default".into()
@@ -116,7 +118,7 @@ pub fn render(head: &str, r: &pb::StatusReply) -> String {
             },
             if n.alive { "alive" } else { "dead" }.into(),
             n.workers.to_string(),
-            resources(n.total.as_ref(), n.available.as_ref()),
+            resources(&n.total, &n.available),
             format!(
                 "{}, {}, {}",
                 parse::human_bytes(store.memory_bytes),
@@ -168,15 +170,11 @@ pub fn render(head: &str, r: &pb::StatusReply) -> String {
 }
 
 /// `cpu 1/2, gpu 0/1, ssd 0/4`: per resource of the node, in use and offered.
-fn resources(total: Option<&pb::Resources>, available: Option<&pb::Resources>) -> String {
-    let units = |r: Option<&pb::Resources>| -> BTreeMap<String, u64> {
-        r.map(|r| {
-            r.amounts
-                .iter()
-                .map(|a| (a.name.to_ascii_lowercase(), a.milli4))
-                .collect()
-        })
-        .unwrap_or_default()
+fn resources(total: &ResourceSet, available: &ResourceSet) -> String {
+    let units = |r: &ResourceSet| -> BTreeMap<String, u64> {
+        r.iter_units()
+            .map(|(name, u)| (name.to_ascii_lowercase(), u))
+            .collect()
     };
     let (total, available) = (units(total), units(available));
     if total.is_empty() {
@@ -203,39 +201,38 @@ fn resources(total: Option<&pb::Resources>, available: Option<&pb::Resources>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use starling_proto::node::StoreUsage;
+    use starling_proto::status::NodeStatus;
+    use starling_proto::NodeId;
 
-    fn amounts(list: &[(&str, u64)]) -> Option<pb::Resources> {
-        Some(pb::Resources {
-            amounts: list
-                .iter()
-                .map(|(n, u)| pb::ResourceAmount {
-                    name: n.to_string(),
-                    milli4: *u,
-                })
-                .collect(),
-        })
+    fn amounts(list: &[(&str, u64)]) -> ResourceSet {
+        let mut set = ResourceSet::new();
+        for (name, units) in list {
+            set.set_units(name, *units);
+        }
+        set
     }
 
     #[test]
     fn renders_nodes_and_counters() {
-        let reply = pb::StatusReply {
+        let reply = StatusReply {
             nodes: vec![
-                pb::NodeStatus {
-                    id: 1,
+                NodeStatus {
+                    id: NodeId(1),
                     address: "127.0.0.1:4000".into(),
                     total: amounts(&[("ssd", 40_000), ("CPU", 20_000)]),
                     available: amounts(&[("ssd", 40_000), ("CPU", 5_000)]),
                     alive: true,
                     workers: 2,
-                    store: Some(pb::StoreUsage {
+                    store: StoreUsage {
                         memory_bytes: 100_000_000,
                         spilled_bytes: 0,
                         objects: 1,
-                    }),
+                    },
                     pool: String::new(),
                 },
-                pb::NodeStatus {
-                    id: 2,
+                NodeStatus {
+                    id: NodeId(2),
                     address: "10.0.0.2:4000".into(),
                     alive: false,
                     pool: "gpu".into(),
@@ -276,7 +273,7 @@ mod tests {
 
     #[test]
     fn an_empty_cluster_has_no_table() {
-        let text = render("h:1", &pb::StatusReply::default());
+        let text = render("h:1", &StatusReply::default());
         assert!(text.contains("nodes: 0 alive, 0 dead\ntasks:"), "{text}");
     }
 

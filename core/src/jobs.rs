@@ -21,7 +21,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use starling_proto::pb;
+use starling_proto::jobs as wire;
+use starling_proto::rpc::head_client::HeadClient;
+use starling_proto::rpc::Empty;
 use starling_proto::security::AuthChannel;
 use starling_proto::NodeId;
 
@@ -205,11 +207,11 @@ impl JobOptions {
         Ok(())
     }
 
-    fn spec(&self, pool: &str, payload: pb::Payload) -> pb::JobSpec {
-        pb::JobSpec {
+    fn spec(&self, pool: &str, payload: wire::Payload) -> wire::JobSpec {
+        wire::JobSpec {
             name: self.name.clone().unwrap_or_default(),
             pool: pool.to_string(),
-            payload: Some(payload),
+            payload,
             args: self.args.clone(),
             env: self.env_vars.clone().into_iter().collect(),
             target_instances: self.target_instances,
@@ -290,9 +292,9 @@ fn time(ms: u64) -> Option<SystemTime> {
     (ms != 0).then(|| UNIX_EPOCH + Duration::from_millis(ms))
 }
 
-impl From<&pb::JobInfo> for JobInfo {
-    fn from(i: &pb::JobInfo) -> Self {
-        let spec = i.spec.clone().unwrap_or_default();
+impl From<&wire::JobInfo> for JobInfo {
+    fn from(i: &wire::JobInfo) -> Self {
+        let spec = i.spec.clone();
         JobInfo {
             id: i.id,
             name: spec.name,
@@ -354,9 +356,9 @@ pub struct PoolInfo {
     pub starting: u32,
 }
 
-impl From<pb::PoolInfo> for PoolInfo {
-    fn from(p: pb::PoolInfo) -> Self {
-        let s = p.spec.unwrap_or_default();
+impl From<wire::PoolInfo> for PoolInfo {
+    fn from(p: wire::PoolInfo) -> Self {
+        let s = p.spec;
         PoolInfo {
             options: PoolOptions {
                 name: s.name,
@@ -376,7 +378,7 @@ impl From<pb::PoolInfo> for PoolInfo {
 struct Inner {
     addr: String,
     rt: tokio::runtime::Runtime,
-    head: pb::head_client::HeadClient<AuthChannel>,
+    head: HeadClient<AuthChannel>,
 }
 
 /// A connection to a head for managing jobs and pools. Cheap to clone.
@@ -416,7 +418,7 @@ impl JobClient {
             addr,
             config.connect_timeout,
         ))?;
-        let head = pb::head_client::HeadClient::new(channel)
+        let head = HeadClient::new(channel)
             .max_decoding_message_size(crate::cluster::client::MAX_MESSAGE_BYTES)
             .max_encoding_message_size(crate::cluster::client::MAX_MESSAGE_BYTES);
         let client = JobClient {
@@ -427,15 +429,15 @@ impl JobClient {
             }),
         };
         // One cheap call, so a missing or wrong token is reported here, not on first use.
-        client.call(|mut h| async move { h.list_pools(pb::Empty {}).await })?;
+        client.call(|mut h| async move { h.list_pools(Empty).await })?;
         Ok(client)
     }
 
     /// The nodes of job `job` (its instances, lost ones too, like [`crate::nodes`] inside
     /// it), or every node of the cluster (`None`).
     pub fn nodes(&self, job: Option<u64>) -> Result<Vec<crate::NodeInfo>> {
-        let request = pb::StatusRequest {
-            job: job.unwrap_or(0),
+        let request = starling_proto::status::StatusRequest {
+            job: starling_proto::JobId(job.unwrap_or(0)),
         };
         let reply = self.call(|mut h| async move { h.status(request).await })?;
         Ok(reply
@@ -458,7 +460,7 @@ impl JobClient {
         &self.inner.addr
     }
 
-    fn call<T, F>(&self, f: impl FnOnce(pb::head_client::HeadClient<AuthChannel>) -> F) -> Result<T>
+    fn call<T, F>(&self, f: impl FnOnce(HeadClient<AuthChannel>) -> F) -> Result<T>
     where
         F: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
@@ -484,7 +486,7 @@ impl JobClient {
             .map(|r| r.build)
     }
 
-    fn submit(&self, spec: pb::JobSpec) -> Result<Job> {
+    fn submit(&self, spec: wire::JobSpec) -> Result<Job> {
         let info = self.call(|mut h| async move { h.submit_job(spec).await })?;
         Ok(Job {
             id: info.id,
@@ -521,8 +523,8 @@ impl JobClient {
         let data = std::fs::read(path)
             .map_err(|e| Error::JobRequest(format!("cannot read {}: {e}", path.display())))?;
         let id = self.upload(data)?;
-        let payload = pb::Payload {
-            kind: Some(pb::payload::Kind::Binary(id)),
+        let payload = wire::Payload {
+            kind: Some(wire::PayloadKind::Binary(id)),
             entrypoint: String::new(),
             command,
         };
@@ -596,8 +598,8 @@ impl JobClient {
         };
         let archive = starling_proto::jobs::encode_archive(files);
         let id = self.upload(archive)?;
-        let payload = pb::Payload {
-            kind: Some(pb::payload::Kind::Directory(id)),
+        let payload = wire::Payload {
+            kind: Some(wire::PayloadKind::Directory(id)),
             entrypoint: want,
             command,
         };
@@ -627,20 +629,19 @@ impl JobClient {
 
     /// Reports the value or error of a `#[starling::job]` function (job mode).
     pub(crate) fn set_result(&self, result: starling_proto::jobs::JobResult) -> Result<()> {
-        let result = pb::JobResult::from(result);
         self.call(|mut h| async move { h.set_job_result(result).await })
             .map(|_| ())
     }
 
     /// Every job, oldest first.
     pub fn list_jobs(&self) -> Result<Vec<JobInfo>> {
-        self.call(|mut h| async move { h.list_jobs(pb::Empty {}).await })
-            .map(|l| l.jobs.iter().map(JobInfo::from).collect())
+        self.call(|mut h| async move { h.list_jobs(Empty).await })
+            .map(|l| l.iter().map(JobInfo::from).collect())
     }
 
     /// The job with this id.
     pub fn get_job(&self, id: u64) -> Result<Job> {
-        self.call(|mut h| async move { h.get_job(pb::JobRef { id }).await })?;
+        self.call(|mut h| async move { h.get_job(wire::JobRef { id }).await })?;
         Ok(Job {
             id,
             client: self.clone(),
@@ -649,13 +650,13 @@ impl JobClient {
 
     /// Removes an ended job and its logs.
     pub fn delete_job(&self, id: u64) -> Result<()> {
-        self.call(|mut h| async move { h.delete_job(pb::JobRef { id }).await })
+        self.call(|mut h| async move { h.delete_job(wire::JobRef { id }).await })
             .map(|_| ())
     }
 
     /// Creates (or resizes) a pool.
     pub fn create_pool(&self, options: &PoolOptions) -> Result<PoolInfo> {
-        let spec = pb::PoolSpec {
+        let spec = wire::PoolSpec {
             name: options.name.clone(),
             min_nodes: options.min_nodes,
             max_nodes: options.max_nodes,
@@ -669,21 +670,21 @@ impl JobClient {
 
     /// Every pool.
     pub fn list_pools(&self) -> Result<Vec<PoolInfo>> {
-        self.call(|mut h| async move { h.list_pools(pb::Empty {}).await })
-            .map(|l| l.pools.into_iter().map(PoolInfo::from).collect())
+        self.call(|mut h| async move { h.list_pools(Empty).await })
+            .map(|l| l.into_iter().map(PoolInfo::from).collect())
     }
 
     /// One pool.
     pub fn describe_pool(&self, name: &str) -> Result<PoolInfo> {
         let name = name.to_string();
-        self.call(|mut h| async move { h.describe_pool(pb::PoolRef { name }).await })
+        self.call(|mut h| async move { h.describe_pool(wire::PoolRef { name }).await })
             .map(PoolInfo::from)
     }
 
     /// Deletes a pool that runs no job (its started nodes are stopped).
     pub fn delete_pool(&self, name: &str) -> Result<()> {
         let name = name.to_string();
-        self.call(|mut h| async move { h.delete_pool(pb::PoolRef { name }).await })
+        self.call(|mut h| async move { h.delete_pool(wire::PoolRef { name }).await })
             .map(|_| ())
     }
 }
@@ -732,10 +733,10 @@ impl Job {
         self.id
     }
 
-    fn raw(&self) -> Result<pb::JobInfo> {
+    fn raw(&self) -> Result<wire::JobInfo> {
         let id = self.id;
         self.client
-            .call(|mut h| async move { h.get_job(pb::JobRef { id }).await })
+            .call(|mut h| async move { h.get_job(wire::JobRef { id }).await })
     }
 
     /// Where it is now.
@@ -811,7 +812,7 @@ impl Job {
             job: self.id,
             status: info.status.to_string(),
             message: info.message,
-            cause: raw.error.map(|e| Box::new(e.into())),
+            cause: raw.error.map(Box::new),
         })
     }
 
@@ -835,7 +836,7 @@ impl Job {
     pub fn logs_from(&self, instance: u32, offset: u64) -> Result<(Vec<u8>, u64, bool)> {
         let job = self.id;
         let c = self.client.call(|mut h| async move {
-            h.job_logs(pb::LogRequest {
+            h.job_logs(wire::LogRequest {
                 job,
                 instance,
                 offset,
@@ -849,7 +850,7 @@ impl Job {
     pub fn cancel(&self) -> Result<JobStatus> {
         let id = self.id;
         self.client
-            .call(|mut h| async move { h.cancel_job(pb::JobRef { id }).await })
+            .call(|mut h| async move { h.cancel_job(wire::JobRef { id }).await })
             .map(|i| JobStatus::parse(&i.status))
     }
 }

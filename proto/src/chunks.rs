@@ -9,14 +9,39 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::limits::CHUNK;
-use crate::pb;
+use crate::ObjectId;
+
+/// A piece of a streamed transfer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    pub data: Vec<u8>,
+    /// Total size, in the first chunk.
+    pub total: u64,
+    /// In the first chunk of an upload: the build id (SHA-256, hex) the sender computed over
+    /// all the data, which the receiver checks before keeping it.
+    pub build: String,
+}
+
+/// Asks a node's object service (or the head) for an object's bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FetchRequest {
+    pub object: ObjectId,
+    /// The fetcher's head epoch (0: unknown); a store file of another epoch is refused.
+    pub epoch: u64,
+}
+
+/// Names an uploaded binary or payload archive by its build id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BinaryRef {
+    pub build: String,
+}
 
 /// Reads `file` from where it stands in full chunks and sends them, the first saying `total`,
 /// until its end or until the receiver hangs up; a read error is sent as `INTERNAL`.
 pub async fn send_file(
     mut file: tokio::fs::File,
     total: u64,
-    tx: mpsc::Sender<Result<pb::Chunk, Status>>,
+    tx: mpsc::Sender<Result<Chunk, Status>>,
 ) {
     let mut first = true;
     loop {
@@ -38,7 +63,7 @@ pub async fn send_file(
             return;
         }
         data.truncate(filled);
-        let chunk = pb::Chunk {
+        let chunk = Chunk {
             data,
             total: if first { total } else { 0 },
             build: String::new(),
@@ -51,17 +76,17 @@ pub async fn send_file(
 }
 
 /// `data` as chunks, the first naming `build` and saying the total size.
-pub fn of_bytes(data: &[u8], build: String) -> Vec<pb::Chunk> {
+pub fn of_bytes(data: &[u8], build: String) -> Vec<Chunk> {
     if data.is_empty() {
-        return vec![pb::Chunk {
+        return vec![Chunk {
             build,
-            ..pb::Chunk::default()
+            ..Chunk::default()
         }];
     }
     let mut build = Some(build);
     data.chunks(CHUNK)
         .enumerate()
-        .map(|(i, c)| pb::Chunk {
+        .map(|(i, c)| Chunk {
             data: c.to_vec(),
             total: if i == 0 { data.len() as u64 } else { 0 },
             build: build.take().unwrap_or_default(),

@@ -564,3 +564,34 @@ mod tests {
         );
     }
 }
+
+/// Names a job in the job RPCs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobRef {
+    pub id: u64,
+}
+
+/// Names a pool in the pool RPCs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolRef {
+    pub name: String,
+}
+
+/// A read of one instance's log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogRequest {
+    pub job: u64,
+    pub instance: u32,
+    /// Bytes of the log to skip (for following).
+    pub offset: u64,
+}
+
+/// A piece of an instance's log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogChunk {
+    pub data: Vec<u8>,
+    /// Where the next read starts.
+    pub offset: u64,
+    /// Whether the job has ended (no more output will come).
+    pub ended: bool,
+}

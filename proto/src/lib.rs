@@ -13,8 +13,12 @@ pub mod fuzz;
 mod ids;
 pub mod jobs;
 pub mod limits;
+pub mod node;
 mod resources;
+pub mod rpc;
 pub mod security;
+pub mod session;
+pub mod status;
 pub mod store_file;
 mod task;
 pub mod wire;
@@ -27,17 +31,17 @@ pub use task::{
     FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskFailure, TaskSpec,
 };
 
-/// Generated protobuf messages and gRPC stubs (committed: see `tests/generated.rs`). Private:
-/// other crates reach them through [`pb`].
-#[allow(clippy::all, missing_docs, rust_2018_idioms, unreachable_pub)]
-mod generated {
+/// The generated protobuf messages (committed: see `tests/generated.rs`). Private: every other
+/// crate speaks in the domain types, which [`rpc::WireCodec`] converts at the edge.
+#[allow(
+    clippy::all,
+    missing_docs,
+    rust_2018_idioms,
+    unreachable_pub,
+    dead_code
+)]
+mod pb {
     include!("generated/starling.v1.rs");
-}
-
-/// The cluster protocol's messages and gRPC stubs, for the crates that implement the head, the
-/// node agent and the client. Never re-exported by the `starling` API crate.
-pub mod pb {
-    pub use crate::generated::*;
 }
 
 /// The protocol version spoken by this build; peers with another version are refused.

@@ -45,7 +45,7 @@ pub enum SchedulingStrategy {
 }
 
 /// Everything the scheduler needs to know about a task. Arguments are opaque bytes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
     /// The task; its return object has the same number.
     pub id: TaskId,

@@ -57,6 +57,12 @@ impl From<pb::Resources> for ResourceSet {
 
 impl From<&TaskSpec> for pb::TaskSpec {
     fn from(t: &TaskSpec) -> Self {
+        t.clone().into()
+    }
+}
+
+impl From<TaskSpec> for pb::TaskSpec {
+    fn from(t: TaskSpec) -> Self {
         use pb::scheduling_strategy::Kind;
         let strategy = match t.strategy {
             SchedulingStrategy::Default => Kind::Default(true),
@@ -70,10 +76,10 @@ impl From<&TaskSpec> for pb::TaskSpec {
             function: t.function.to_string(),
             args: t
                 .args
-                .iter()
+                .into_iter()
                 .map(|a| pb::TaskArg {
                     kind: Some(match a {
-                        TaskArg::Inline(b) => pb::task_arg::Kind::Inline(b.clone()),
+                        TaskArg::Inline(b) => pb::task_arg::Kind::Inline(b),
                         TaskArg::Object(o) => pb::task_arg::Kind::Object(o.0),
                     }),
                 })

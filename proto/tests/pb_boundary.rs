@@ -1,37 +1,12 @@
-//! Where the generated protobuf types may be named: a ratchet toward "only in `proto`".
+//! The generated protobuf types are named only in `proto`.
 //!
-//! The generated code is private to this crate; `pb` re-exports it for the crates that speak
-//! the cluster protocol. Those uses are moving behind domain types with conversions at the
-//! edge (as the job table's did, `starling_proto::jobs`). This test lists the files that still
-//! name `pb`: a file not on the list that starts naming it fails, and so does a listed file
-//! that no longer does (take it off the list), so the list only shrinks.
+//! The generated module is private to this crate, so the compiler already refuses a use from
+//! another crate; this test keeps it so: it fails if `pb` stops being private, or if a source
+//! file outside `proto` names it (`pb::X`, `use starling_proto::pb`). Everything else speaks in
+//! the domain types (`starling_proto::{session, node, jobs, status, chunks}`) and the
+//! domain-typed gRPC stubs of `starling_proto::rpc`, whose codec converts at the edge.
 
 use std::path::{Path, PathBuf};
-
-/// Files outside `proto` that still name generated types, by workspace-relative path.
-const STILL_NAMING_PB: &[&str] = &[
-    "cli/src/status.rs",
-    "core/src/cluster/client/connect.rs",
-    "core/src/cluster/client/incoming.rs",
-    "core/src/cluster/client/mod.rs",
-    "core/src/cluster/client/outbound.rs",
-    "core/src/cluster/objects.rs",
-    "core/src/cluster/worker.rs",
-    "core/src/jobs.rs",
-    "scheduler/head/src/lib.rs",
-    "scheduler/head/src/service.rs",
-    "scheduler/head/src/state.rs",
-    "scheduler/head/tests/fuzz_head.rs",
-    "scheduler/head/tests/head.rs",
-    "worker/src/agent/binary.rs",
-    "worker/src/agent/disk.rs",
-    "worker/src/agent/instances.rs",
-    "worker/src/agent/logs.rs",
-    "worker/src/agent/mod.rs",
-    "worker/src/agent/objects.rs",
-    "worker/src/agent/session.rs",
-    "worker/tests/agent.rs",
-];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -69,14 +44,24 @@ fn names_pb(text: &str) -> bool {
 }
 
 #[test]
-fn generated_types_are_named_only_where_listed() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root");
+fn generated_types_are_named_only_in_proto() {
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(proto.join("src/lib.rs")).expect("read proto's lib.rs");
+    assert!(
+        lib.lines().any(|l| l.trim() == "mod pb {"),
+        "proto/src/lib.rs must declare the generated module as a private `mod pb`"
+    );
+    assert!(
+        !lib.contains("pub mod pb")
+            && !lib.contains("pub use pb")
+            && !lib.contains("pub use crate::pb"),
+        "the generated module must not be exported"
+    );
+    let workspace = proto.parent().expect("the workspace root");
     let mut files = Vec::new();
     rust_files(workspace, &mut files);
     // `scheduler/tests/no_io.rs` names `pb::` as a word it forbids, not as a type.
-    let exempt = ["scheduler/tests/no_io.rs", "proto/tests/pb_boundary.rs"];
+    let exempt = ["scheduler/tests/no_io.rs"];
     let mut naming = Vec::new();
     for f in &files {
         let rel = f
@@ -93,21 +78,19 @@ fn generated_types_are_named_only_where_listed() {
         }
     }
     assert!(files.len() > 50, "found the workspace's sources");
-    let new: Vec<&String> = naming
-        .iter()
-        .filter(|f| !STILL_NAMING_PB.contains(&f.as_str()))
-        .collect();
     assert!(
-        new.is_empty(),
-        "{new:?} name generated protobuf types: convert at the edge to domain types \
-         (starling_proto's own, like starling_proto::jobs) instead"
+        naming.is_empty(),
+        "{naming:?} name generated protobuf types: use the domain types of starling_proto \
+         (session, node, jobs, status, chunks) and the stubs of starling_proto::rpc instead"
     );
-    let done: Vec<&&str> = STILL_NAMING_PB
-        .iter()
-        .filter(|f| !naming.iter().any(|n| n == *f))
-        .collect();
-    assert!(
-        done.is_empty(),
-        "{done:?} no longer name generated types: take them off STILL_NAMING_PB"
-    );
+}
+
+/// The check above would catch the ways a file names the module.
+#[test]
+fn the_check_sees_a_use() {
+    assert!(names_pb("use starling_proto::pb::{self, client_op};"));
+    assert!(names_pb("    let b = pb::ClientBatch { ops };"));
+    assert!(names_pb("fn f(x: &pb::Hello) {}"));
+    assert!(!names_pb("// pb::X in a comment"));
+    assert!(!names_pb("let pbx = 1;"));
 }

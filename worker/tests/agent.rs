@@ -13,9 +13,18 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
-use starling_proto::pb::head_to_node_op::Kind as HeadKind;
-use starling_proto::pb::node_op::Kind as NodeKind;
-use starling_proto::{pb, NodeId, ResourceSet};
+use starling_proto::chunks::{BinaryRef, Chunk, FetchRequest};
+use starling_proto::jobs::{
+    JobInfo, JobRef, JobResult, JobSpec, LogChunk, LogRequest, PoolInfo, PoolRef, PoolSpec,
+};
+use starling_proto::node::{
+    HeadToNodeBatch, HeadToNodeOp, NodeBatch, NodeOp, StartWorkers, WorkerExit,
+};
+use starling_proto::rpc::object_service_client::ObjectServiceClient;
+use starling_proto::rpc::{head_server, Empty};
+use starling_proto::session::{ClientBatch, HeadBatch};
+use starling_proto::status::{StatusReply, StatusRequest};
+use starling_proto::{JobId, NodeId, ObjectId, ResourceSet};
 use starling_worker::agent::{self, AgentConfig, AgentError, AgentHandle};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
@@ -31,71 +40,62 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 struct FakeHead {
     refuse: Option<String>,
     binaries: HashMap<String, Vec<u8>>,
-    ops: mpsc::UnboundedSender<pb::NodeOp>,
-    to_node: Mutex<Option<mpsc::UnboundedReceiver<Option<HeadKind>>>>,
+    ops: mpsc::UnboundedSender<NodeOp>,
+    to_node: Mutex<Option<mpsc::UnboundedReceiver<Option<HeadToNodeOp>>>>,
 }
 
 #[tonic::async_trait]
-impl pb::head_server::Head for FakeHead {
+impl head_server::Head for FakeHead {
     // The fake head has no jobs or pools: the agent never calls these.
-    async fn submit_job(&self, _: Request<pb::JobSpec>) -> Result<Response<pb::JobInfo>, Status> {
+    async fn submit_job(&self, _: Request<JobSpec>) -> Result<Response<JobInfo>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn list_jobs(&self, _: Request<pb::Empty>) -> Result<Response<pb::JobList>, Status> {
+    async fn list_jobs(&self, _: Request<Empty>) -> Result<Response<Vec<JobInfo>>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn get_job(&self, _: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
+    async fn get_job(&self, _: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn cancel_job(&self, _: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
+    async fn cancel_job(&self, _: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn delete_job(&self, _: Request<pb::JobRef>) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_job(&self, _: Request<JobRef>) -> Result<Response<Empty>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn job_logs(&self, _: Request<pb::LogRequest>) -> Result<Response<pb::LogChunk>, Status> {
+    async fn job_logs(&self, _: Request<LogRequest>) -> Result<Response<LogChunk>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn set_job_result(
-        &self,
-        _: Request<pb::JobResult>,
-    ) -> Result<Response<pb::Empty>, Status> {
+    async fn set_job_result(&self, _: Request<JobResult>) -> Result<Response<Empty>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn create_pool(
-        &self,
-        _: Request<pb::PoolSpec>,
-    ) -> Result<Response<pb::PoolInfo>, Status> {
+    async fn create_pool(&self, _: Request<PoolSpec>) -> Result<Response<PoolInfo>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn list_pools(&self, _: Request<pb::Empty>) -> Result<Response<pb::PoolList>, Status> {
+    async fn list_pools(&self, _: Request<Empty>) -> Result<Response<Vec<PoolInfo>>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn describe_pool(
-        &self,
-        _: Request<pb::PoolRef>,
-    ) -> Result<Response<pb::PoolInfo>, Status> {
+    async fn describe_pool(&self, _: Request<PoolRef>) -> Result<Response<PoolInfo>, Status> {
         Err(Status::unimplemented("fake head"))
     }
-    async fn delete_pool(&self, _: Request<pb::PoolRef>) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_pool(&self, _: Request<PoolRef>) -> Result<Response<Empty>, Status> {
         Err(Status::unimplemented("fake head"))
     }
 
-    type SessionStream = BoxStream<pb::HeadBatch>;
-    type AttachStream = BoxStream<pb::HeadToNodeBatch>;
-    type GetBinaryStream = BoxStream<pb::Chunk>;
-    type FetchStream = BoxStream<pb::Chunk>;
+    type SessionStream = BoxStream<HeadBatch>;
+    type AttachStream = BoxStream<HeadToNodeBatch>;
+    type GetBinaryStream = BoxStream<Chunk>;
+    type FetchStream = BoxStream<Chunk>;
 
     async fn session(
         &self,
-        _: Request<Streaming<pb::ClientBatch>>,
+        _: Request<Streaming<ClientBatch>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         Err(Status::unimplemented("fake head"))
     }
 
     async fn attach(
         &self,
-        request: Request<Streaming<pb::NodeBatch>>,
+        request: Request<Streaming<NodeBatch>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         if let Some(message) = &self.refuse {
             return Err(Status::failed_precondition(message.clone()));
@@ -114,19 +114,12 @@ impl pb::head_server::Head for FakeHead {
             .lock()
             .take()
             .ok_or_else(|| Status::already_exists("attached"))?;
-        let first = pb::HeadToNodeBatch {
-            ops: vec![pb::HeadToNodeOp {
-                kind: Some(HeadKind::NodeId(NODE)),
-            }],
+        let first = HeadToNodeBatch {
+            ops: vec![HeadToNodeOp::NodeId(NodeId(NODE))],
         };
         // `None` from the test ends the stream (the head "goes away").
         let rest = UnboundedReceiverStream::new(rx)
-            .take_while(|op| op.is_some())
-            .map(|op| {
-                Ok(pb::HeadToNodeBatch {
-                    ops: vec![pb::HeadToNodeOp { kind: op }],
-                })
-            });
+            .map_while(|op| op.map(|op| Ok(HeadToNodeBatch { ops: vec![op] })));
         Ok(Response::new(Box::pin(
             tokio_stream::once(Ok(first)).chain(rest),
         )))
@@ -134,14 +127,14 @@ impl pb::head_server::Head for FakeHead {
 
     async fn put_binary(
         &self,
-        _: Request<Streaming<pb::Chunk>>,
-    ) -> Result<Response<pb::BinaryRef>, Status> {
+        _: Request<Streaming<Chunk>>,
+    ) -> Result<Response<BinaryRef>, Status> {
         Err(Status::unimplemented("fake head"))
     }
 
     async fn get_binary(
         &self,
-        request: Request<pb::BinaryRef>,
+        request: Request<BinaryRef>,
     ) -> Result<Response<Self::GetBinaryStream>, Status> {
         let build = request.into_inner().build;
         let data = self
@@ -151,11 +144,11 @@ impl pb::head_server::Head for FakeHead {
             .ok_or_else(|| Status::not_found(format!("no build {build}")))?;
         let total = data.len() as u64;
         // Small chunks, so reassembly is exercised.
-        let chunks: Vec<Result<pb::Chunk, Status>> = data
+        let chunks: Vec<Result<Chunk, Status>> = data
             .chunks(7)
             .enumerate()
             .map(|(i, c)| {
-                Ok(pb::Chunk {
+                Ok(Chunk {
                     data: c.to_vec(),
                     total: if i == 0 { total } else { 0 },
                     build: String::new(),
@@ -165,17 +158,11 @@ impl pb::head_server::Head for FakeHead {
         Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
     }
 
-    async fn fetch(
-        &self,
-        _: Request<pb::FetchRequest>,
-    ) -> Result<Response<Self::FetchStream>, Status> {
+    async fn fetch(&self, _: Request<FetchRequest>) -> Result<Response<Self::FetchStream>, Status> {
         Err(Status::unimplemented("fake head"))
     }
 
-    async fn status(
-        &self,
-        _: Request<pb::StatusRequest>,
-    ) -> Result<Response<pb::StatusReply>, Status> {
+    async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusReply>, Status> {
         Err(Status::unimplemented("fake head"))
     }
 }
@@ -183,10 +170,10 @@ impl pb::head_server::Head for FakeHead {
 /// The test's end of the fake head.
 struct Head {
     addr: String,
-    ops: mpsc::UnboundedReceiver<pb::NodeOp>,
-    to_node: mpsc::UnboundedSender<Option<HeadKind>>,
+    ops: mpsc::UnboundedReceiver<NodeOp>,
+    to_node: mpsc::UnboundedSender<Option<HeadToNodeOp>>,
     /// Ops received but not yet asked for (heartbeats are dropped).
-    seen: Vec<NodeKind>,
+    seen: Vec<NodeOp>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -204,7 +191,7 @@ impl Head {
         };
         let server = tokio::spawn(async move {
             let _ = tonic::transport::Server::builder()
-                .add_service(pb::head_server::HeadServer::new(fake))
+                .add_service(head_server::HeadServer::new(fake))
                 .serve_with_incoming(TcpListenerStream::new(listener))
                 .await;
         });
@@ -217,7 +204,7 @@ impl Head {
         })
     }
 
-    fn send(&self, op: HeadKind) {
+    fn send(&self, op: HeadToNodeOp) {
         let _ = self.to_node.send(Some(op));
     }
 
@@ -227,7 +214,7 @@ impl Head {
     }
 
     /// The first op (in arrival order) that `pick` accepts, waiting up to `WAIT`.
-    async fn expect<T>(&mut self, what: &str, pick: impl Fn(&NodeKind) -> Option<T>) -> Result<T> {
+    async fn expect<T>(&mut self, what: &str, pick: impl Fn(&NodeOp) -> Option<T>) -> Result<T> {
         if let Some(i) = self.seen.iter().position(|op| pick(op).is_some()) {
             let op = self.seen.remove(i);
             return pick(&op).context("picked");
@@ -238,19 +225,18 @@ impl Head {
                 .await
                 .with_context(|| format!("timed out waiting for {what}"))?
                 .context("node stream ended")?;
-            let Some(kind) = op.kind else { continue };
-            if let Some(t) = pick(&kind) {
+            if let Some(t) = pick(&op) {
                 return Ok(t);
             }
-            if !matches!(kind, NodeKind::Heartbeat(_)) {
-                self.seen.push(kind);
+            if !matches!(op, NodeOp::Heartbeat) {
+                self.seen.push(op);
             }
         }
     }
 
-    async fn expect_exit(&mut self, pid: u32) -> Result<pb::WorkerExit> {
+    async fn expect_exit(&mut self, pid: u32) -> Result<WorkerExit> {
         self.expect(&format!("exit of pid {pid}"), |op| match op {
-            NodeKind::WorkerExit(e) if e.pid == pid => Some(*e),
+            NodeOp::WorkerExit(e) if e.pid == pid => Some(e.clone()),
             _ => None,
         })
         .await
@@ -384,29 +370,28 @@ async fn registers_and_reports() -> Result<()> {
     assert_eq!(agent.node_id(), NodeId(NODE));
     let hello = head
         .expect("hello", |op| match op {
-            NodeKind::Hello(h) => Some(h.clone()),
+            NodeOp::Hello(h) => Some(h.clone()),
             _ => None,
         })
         .await?;
     assert_eq!(hello.version, starling_proto::PROTOCOL_VERSION);
     assert_eq!(hello.object_address, agent.object_address().to_string());
     assert_eq!(hello.pool, "p");
-    assert_eq!(hello.previous_id, 0);
+    assert_eq!(hello.previous_id, None);
     assert_eq!(
         Path::new(&hello.store_dir),
         std::fs::canonicalize(tmp.0.join("store"))?
     );
-    let resources: ResourceSet = hello.resources.context("resources")?.into();
-    assert_eq!(resources, ResourceSet::cpus(2.0).with("disk", 1.0));
+    assert_eq!(hello.resources, ResourceSet::cpus(2.0).with("disk", 1.0));
     for _ in 0..3 {
         head.expect("heartbeat", |op| {
-            matches!(op, NodeKind::Heartbeat(true)).then_some(())
+            matches!(op, NodeOp::Heartbeat).then_some(())
         })
         .await?;
     }
     std::fs::write(tmp.0.join("store/5"), b"12345")?;
     head.expect("usage", |op| match op {
-        NodeKind::Usage(u) if u.objects == 1 && u.memory_bytes == 5 => Some(()),
+        NodeOp::Usage(u) if u.objects == 1 && u.memory_bytes == 5 => Some(()),
         _ => None,
     })
     .await?;
@@ -425,8 +410,8 @@ async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
     let mut head = Head::start(None, HashMap::new()).await?;
     let agent = start(config(&head, &tmp.0, Some(script))).await?;
     let logs = tmp.0.join("logs");
-    head.send(HeadKind::StartWorkers(pb::StartWorkers {
-        job: 3,
+    head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+        job: JobId(3),
         build: "b".into(),
         count: 2,
     }));
@@ -468,7 +453,7 @@ async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
         .args(["-9", &killed.to_string()])
         .status()?;
     let exit = head.expect_exit(killed).await?;
-    assert_eq!((exit.job, exit.code), (3, -9));
+    assert_eq!((exit.job, exit.code), (JobId(3), -9));
     let now = eventually("a replacement", || {
         let p = worker_pids(&logs, 3)?;
         Ok((p.len() == 3).then_some(p))
@@ -482,7 +467,7 @@ async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
     .await?;
 
     // StopJob kills the rest, reports them, and starts nothing new.
-    head.send(HeadKind::StopJob(3));
+    head.send(HeadToNodeOp::StopJob(JobId(3)));
     for pid in live {
         let exit = head.expect_exit(pid).await?;
         assert_eq!(exit.code, -9);
@@ -506,8 +491,8 @@ async fn shutdown_and_drop_leave_no_process() -> Result<()> {
     let logs = tmp.0.join("logs");
 
     let agent = start(config(&head, &tmp.0, Some(script.clone()))).await?;
-    head.send(HeadKind::StartWorkers(pb::StartWorkers {
-        job: 1,
+    head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+        job: JobId(1),
         build: "b".into(),
         count: 3,
     }));
@@ -526,8 +511,8 @@ async fn shutdown_and_drop_leave_no_process() -> Result<()> {
     // Dropping the handle stops the agent too.
     let head = Head::start(None, HashMap::new()).await?;
     let agent = start(config(&head, &tmp.0, Some(script))).await?;
-    head.send(HeadKind::StartWorkers(pb::StartWorkers {
-        job: 2,
+    head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+        job: JobId(2),
         build: "b".into(),
         count: 1,
     }));
@@ -553,14 +538,14 @@ async fn downloads_the_binary_by_build() -> Result<()> {
     let agent = start(config(&head, &tmp.0, None)).await?;
     let logs = tmp.0.join("logs");
     // An unknown build fails quietly (logged); the known one runs, twice from one download.
-    head.send(HeadKind::StartWorkers(pb::StartWorkers {
-        job: 8,
+    head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+        job: JobId(8),
         build: "f".repeat(64),
         count: 1,
     }));
     for _ in 0..2 {
-        head.send(HeadKind::StartWorkers(pb::StartWorkers {
-            job: 9,
+        head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+            job: JobId(9),
             build: build.clone(),
             count: 1,
         }));
@@ -582,7 +567,7 @@ async fn downloads_the_binary_by_build() -> Result<()> {
         Ok(log.contains("J8: cannot start 1 worker(s)").then_some(()))
     })
     .await?;
-    head.send(HeadKind::StopJob(9));
+    head.send(HeadToNodeOp::StopJob(JobId(9)));
     for pid in pids {
         head.expect_exit(pid).await?;
     }
@@ -613,13 +598,13 @@ async fn a_tampered_binary_is_never_run() -> Result<()> {
     write_script(&cache, &build, &forged(&planted))?;
     let agent = start(config(&head, &tmp.0, None)).await?;
     let logs = tmp.0.join("logs");
-    head.send(HeadKind::StartWorkers(pb::StartWorkers {
-        job: 9,
+    head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+        job: JobId(9),
         build: build.clone(),
         count: 1,
     }));
-    head.send(HeadKind::StartWorkers(pb::StartWorkers {
-        job: 8,
+    head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+        job: JobId(8),
         build: forged_build.clone(),
         count: 1,
     }));
@@ -641,7 +626,7 @@ async fn a_tampered_binary_is_never_run() -> Result<()> {
     assert!(!planted.exists(), "the planted file ran");
     assert!(!forged_ran.exists(), "the forged download ran");
     assert!(worker_pids(&logs, 8)?.is_empty());
-    head.send(HeadKind::StopJob(9));
+    head.send(HeadToNodeOp::StopJob(JobId(9)));
     for pid in pids {
         head.expect_exit(pid).await?;
     }
@@ -710,11 +695,11 @@ async fn objects_are_served_over_tls_when_the_node_has_a_certificate() -> Result
     };
     let https = format!("https://{}", agent.object_address());
     let channel = creds.endpoint(&https)?.connect().await?;
-    let mut client = pb::object_service_client::ObjectServiceClient::new(channel)
-        .max_decoding_message_size(agent::MAX_MESSAGE_BYTES);
+    let mut client =
+        ObjectServiceClient::new(channel).max_decoding_message_size(agent::MAX_MESSAGE_BYTES);
     let mut chunks = client
-        .fetch(pb::FetchRequest {
-            object: 1,
+        .fetch(FetchRequest {
+            object: ObjectId(1),
             epoch: 0,
         })
         .await?
@@ -726,14 +711,11 @@ async fn objects_are_served_over_tls_when_the_node_has_a_certificate() -> Result
     assert!(got == data, "the object came back different over TLS");
 
     let plain = async {
-        let mut client = pb::object_service_client::ObjectServiceClient::connect(format!(
-            "http://{}",
-            agent.object_address()
-        ))
-        .await?;
+        let mut client =
+            ObjectServiceClient::connect(format!("http://{}", agent.object_address())).await?;
         client
-            .fetch(pb::FetchRequest {
-                object: 1,
+            .fetch(FetchRequest {
+                object: ObjectId(1),
                 epoch: 0,
             })
             .await
@@ -777,7 +759,7 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
     // Total 6 MiB + change; the cap is 3 MiB: objects 1 and 2 (the oldest) must go.
     let usage = head
         .expect("usage after spill", |op| match op {
-            NodeKind::Usage(u) if u.spilled_bytes > 0 => Some(*u),
+            NodeOp::Usage(u) if u.spilled_bytes > 0 => Some(*u),
             _ => None,
         })
         .await?;
@@ -788,16 +770,13 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
     assert!(!store.join("1").exists() && store.join("3").exists() && store.join("9.tmp").exists());
 
     // Fetch serves stored and spilled objects byte for byte; a missing one is NOT_FOUND.
-    let mut client = pb::object_service_client::ObjectServiceClient::connect(format!(
-        "http://{}",
-        agent.object_address()
-    ))
-    .await?
-    .max_decoding_message_size(agent::MAX_MESSAGE_BYTES);
+    let mut client = ObjectServiceClient::connect(format!("http://{}", agent.object_address()))
+        .await?
+        .max_decoding_message_size(agent::MAX_MESSAGE_BYTES);
     for (id, expected) in [(2u64, big.clone()), (3, vec![3u8; 1 << 20])] {
         let mut chunks = client
-            .fetch(pb::FetchRequest {
-                object: id,
+            .fetch(FetchRequest {
+                object: ObjectId(id),
                 epoch: 0,
             })
             .await?
@@ -817,8 +796,8 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
         assert!(got == expected, "object {id} differs");
     }
     let missing = client
-        .fetch(pb::FetchRequest {
-            object: 404,
+        .fetch(FetchRequest {
+            object: ObjectId(404),
             epoch: 0,
         })
         .await;
@@ -839,7 +818,12 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
         (12, 0xe1, "holds object 11, not 12"),
         (13, 0xe2, "head epoch e1, not e2"),
     ] {
-        let refused = client.fetch(pb::FetchRequest { object, epoch }).await;
+        let refused = client
+            .fetch(FetchRequest {
+                object: ObjectId(object),
+                epoch,
+            })
+            .await;
         let status = refused.err().context("a mismatched file was served")?;
         assert_eq!(status.code(), tonic::Code::DataLoss, "{}", status.message());
         assert!(status.message().contains(says), "{}", status.message());
@@ -847,14 +831,14 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
     }
 
     // FreeObject deletes from the store and from the spill directory.
-    head.send(HeadKind::FreeObject(1));
-    head.send(HeadKind::FreeObject(4));
+    head.send(HeadToNodeOp::FreeObject(ObjectId(1)));
+    head.send(HeadToNodeOp::FreeObject(ObjectId(4)));
     eventually("objects 1 and 4 freed", || {
         Ok((!spill.join("1").exists() && !store.join("4").exists()).then_some(()))
     })
     .await?;
     head.expect("usage after free", |op| match op {
-        NodeKind::Usage(u) if u.objects == 3 => Some(()),
+        NodeOp::Usage(u) if u.objects == 3 => Some(()),
         _ => None,
     })
     .await?;
@@ -870,8 +854,8 @@ async fn losing_the_head_stops_workers() -> Result<()> {
     let script = write_script(&tmp.0, "worker.sh", WORKER)?;
     let head = Head::start(None, HashMap::new()).await?;
     let mut agent = start(config(&head, &tmp.0, Some(script))).await?;
-    head.send(HeadKind::StartWorkers(pb::StartWorkers {
-        job: 4,
+    head.send(HeadToNodeOp::StartWorkers(StartWorkers {
+        job: JobId(4),
         build: "b".into(),
         count: 1,
     }));
@@ -954,11 +938,10 @@ async fn a_job_s_credential_fetches_only_that_job_s_objects() -> Result<()> {
                 tls_ca: None,
             };
             let channel = creds.endpoint(&addr.to_string())?.connect().await?;
-            let mut client =
-                pb::object_service_client::ObjectServiceClient::new(creds.intercept(channel));
+            let mut client = ObjectServiceClient::new(creds.intercept(channel));
             let answer = client
-                .fetch(pb::FetchRequest {
-                    object: 5,
+                .fetch(FetchRequest {
+                    object: ObjectId(5),
                     epoch: 0,
                 })
                 .await;

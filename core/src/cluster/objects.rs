@@ -5,9 +5,13 @@ use std::path::{Path, PathBuf};
 
 use std::time::Duration;
 
+use starling_proto::chunks::FetchRequest;
+use starling_proto::rpc::head_client::HeadClient;
+use starling_proto::rpc::object_service_client::ObjectServiceClient;
 use starling_proto::security::Credentials;
+use starling_proto::session::ObjectLocation;
 use starling_proto::store_file::StoreHeader;
-use starling_proto::{pb, ObjectId};
+use starling_proto::{NodeId, ObjectId};
 use starling_worker::store::Blob;
 
 use crate::error::Error;
@@ -34,7 +38,7 @@ impl LocalStore {
         epoch: u64,
         job: u64,
         bytes: &[u8],
-    ) -> std::io::Result<pb::ObjectLocation> {
+    ) -> std::io::Result<ObjectLocation> {
         use std::io::Write;
         let path = self.path(id);
         let tmp = self.dir.join(format!(".{}.tmp", id.0));
@@ -49,12 +53,12 @@ impl LocalStore {
         file.write_all(bytes)?;
         drop(file);
         std::fs::rename(&tmp, &path)?;
-        Ok(pb::ObjectLocation {
-            node: self.node,
+        Ok(ObjectLocation {
+            node: NodeId(self.node),
             address: String::new(),
             path: path.to_string_lossy().into_owned(),
             size: bytes.len() as u64,
-            object: id.0,
+            object: id,
         })
     }
 }
@@ -64,7 +68,7 @@ impl LocalStore {
 /// (left by an earlier head, planted, torn) is not read; the object is fetched from its node.
 fn read_local(
     object: ObjectId,
-    location: &pb::ObjectLocation,
+    location: &ObjectLocation,
     spill_dir: Option<&Path>,
     epoch: u64,
 ) -> Option<Blob> {
@@ -86,7 +90,7 @@ fn read_local(
 /// holder node's object service (or the head's, for values the head holds).
 pub(crate) async fn fetch(
     object: ObjectId,
-    location: &pb::ObjectLocation,
+    location: &ObjectLocation,
     head: &str,
     creds: &Credentials,
     spill_dir: Option<&Path>,
@@ -95,20 +99,16 @@ pub(crate) async fn fetch(
     if let Some(b) = read_local(object, location, spill_dir, epoch) {
         return Ok(b);
     }
-    if location.path.is_empty() && location.address.is_empty() && location.node != 0 {
+    if location.path.is_empty() && location.address.is_empty() && location.node.0 != 0 {
         return Err(Error::ObjectLost(object));
     }
     let lost = |why: String| Error::ObjectFetch { object, why };
-    let request = pb::FetchRequest {
-        object: object.0,
-        epoch,
-    };
+    let request = FetchRequest { object, epoch };
     let mut chunks = if location.address.is_empty() {
         let channel = super::client::connect_channel(creds, head, Duration::from_secs(10))
             .await
             .map_err(|e| lost(e.to_string()))?;
-        let mut client =
-            pb::head_client::HeadClient::new(channel).max_decoding_message_size(usize::MAX);
+        let mut client = HeadClient::new(channel).max_decoding_message_size(usize::MAX);
         let call = client.fetch(request);
         tokio::time::timeout(FETCH_STALL, call)
             .await
@@ -124,8 +124,7 @@ pub(crate) async fn fetch(
         let channel = super::client::connect_channel(creds, &address, Duration::from_secs(2))
             .await
             .map_err(|e| lost(format!("{}: {e}", location.address)))?;
-        let mut client = pb::object_service_client::ObjectServiceClient::new(channel)
-            .max_decoding_message_size(usize::MAX);
+        let mut client = ObjectServiceClient::new(channel).max_decoding_message_size(usize::MAX);
         let call = client.fetch(request);
         tokio::time::timeout(FETCH_STALL, call)
             .await

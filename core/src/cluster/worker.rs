@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use starling_proto::pb::{self, client_op, resolved_arg, task_done};
+use starling_proto::session::{ClientOp, Hello, Outcome, ResolvedArg, RunTask, TaskDone};
 use starling_proto::{ObjectId, TaskSpec};
 use starling_worker::store::Blob;
 
@@ -95,12 +95,12 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
         spill_dir: PathBuf::from(std::env::var(env::SPILL_DIR).unwrap_or_default()),
     });
     let rt = super::client::runtime()?;
-    let (runs_tx, runs) = crossbeam::channel::unbounded::<pb::RunTask>();
-    let hello = pb::Hello {
+    let (runs_tx, runs) = crossbeam::channel::unbounded::<RunTask>();
+    let hello = Hello {
         version: starling_proto::PROTOCOL_VERSION,
         build: build_id().to_string(),
-        node,
-        job,
+        node: starling_proto::NodeId(node),
+        job: starling_proto::JobId(job),
         is_worker: true,
         pid: std::process::id(),
     };
@@ -159,7 +159,7 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
 /// them may be what it waits for); when it resumes, it takes the permit back.
 struct Pool {
     client: Arc<Client>,
-    runs: crossbeam::channel::Receiver<pb::RunTask>,
+    runs: crossbeam::channel::Receiver<RunTask>,
     permit: Mutex<bool>,
     freed: Condvar,
     /// Threads waiting for a task.
@@ -402,11 +402,10 @@ impl Pool {
 
     /// Whether tasks of `run`'s function have so far taken under [`SHORT_TASK`] here: only
     /// behind those may finished tasks wait to be reported together.
-    fn is_short(&self, run: &pb::RunTask) -> bool {
-        let Some(spec) = &run.spec else { return false };
+    fn is_short(&self, run: &RunTask) -> bool {
         let times = self.times.lock().unwrap_or_else(|e| e.into_inner());
         times
-            .get(spec.function.as_str())
+            .get(&*run.spec.function)
             .is_some_and(|t| *t < SHORT_TASK)
     }
 
@@ -432,23 +431,21 @@ const REPORT_AGE: Duration = Duration::from_micros(200);
 
 #[derive(Default)]
 struct Unreported {
-    ops: Vec<pb::ClientOp>,
+    ops: Vec<ClientOp>,
     oldest: Option<Instant>,
 }
 
 impl Unreported {
-    fn push(&mut self, done: pb::TaskDone) {
+    fn push(&mut self, done: TaskDone) {
         self.oldest.get_or_insert_with(Instant::now);
-        self.ops.push(pb::ClientOp {
-            kind: Some(client_op::Kind::Done(done)),
-        });
+        self.ops.push(ClientOp::Done(done));
     }
 
     fn due(&self) -> bool {
         self.ops.len() >= REPORT_MAX || self.oldest.is_some_and(|t| t.elapsed() >= REPORT_AGE)
     }
 
-    fn take(&mut self) -> Vec<pb::ClientOp> {
+    fn take(&mut self) -> Vec<ClientOp> {
         self.oldest = None;
         std::mem::take(&mut self.ops)
     }
@@ -498,26 +495,18 @@ impl Pool {
         &self,
         owner: usize,
         worker: starling_proto::WorkerId,
-        run: pb::RunTask,
+        run: RunTask,
         args: &mut Vec<Blob>,
-    ) -> (Option<std::sync::Arc<str>>, pb::TaskDone) {
+    ) -> (Option<std::sync::Arc<str>>, TaskDone) {
         let client = &self.client;
-        let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
-            task,
-            kind: Some(kind),
-            runtime_us: 0,
-        };
-        let Some(spec) = run.spec.and_then(|s| TaskSpec::try_from(s).ok()) else {
-            let e = starling_proto::RemoteError::new("starling::Protocol", "malformed task");
-            return (None, failed(0, task_done::Kind::BadArgument((&e).into())));
-        };
+        let spec = run.spec;
         let task = spec.id.0;
         self.started(task);
         let gpu_ids = self.use_gpus(run.gpu_ids);
         let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, args);
-        let value = match &done.kind {
-            Some(task_done::Kind::Inline(bytes)) => Some(Blob::new(bytes.clone())),
-            Some(task_done::Kind::Stored(_)) => client.local_store().and_then(|l| {
+        let value = match &done.outcome {
+            Outcome::Inline(bytes) => Some(Blob::new(bytes.clone())),
+            Outcome::Stored(_) => client.local_store().and_then(|l| {
                 let id = spec.return_object();
                 Blob::map_object(&l.dir.join(id.0.to_string()), id.0, client.head_epoch()).ok()
             }),
@@ -533,36 +522,36 @@ impl Pool {
         worker: starling_proto::WorkerId,
         spec: &TaskSpec,
         gpu_ids: Vec<std::sync::Arc<str>>,
-        resolved: &[pb::ResolvedArg],
+        resolved: &[ResolvedArg],
         keep: &mut Vec<Blob>,
-    ) -> pb::TaskDone {
+    ) -> TaskDone {
         let client = &self.client;
-        let failed = |task: u64, kind: task_done::Kind| pb::TaskDone {
+        let task = spec.id;
+        let failed = |outcome| TaskDone {
             task,
-            kind: Some(kind),
+            outcome,
             runtime_us: 0,
         };
-        let task = spec.id.0;
         if client.is_cancelled(spec.id) {
             let e =
                 starling_proto::RemoteError::new("starling::Cancelled", "cancelled before it ran");
-            return failed(task, task_done::Kind::Failed((&e).into()));
+            return failed(Outcome::Failed(e));
         }
         // Resolve arguments: inline bytes as they came, located objects from this host's store
         // (or fetched from their node).
         let mut blobs: Vec<Option<Blob>> = Vec::with_capacity(resolved.len());
         for a in resolved {
-            match &a.kind {
-                Some(resolved_arg::Kind::Local(o)) => match self.local_result(ObjectId(*o)) {
+            match a {
+                ResolvedArg::Local(o) => match self.local_result(*o) {
                     Some(b) => blobs.push(Some(b)),
                     None => {
-                        let why = format!("argument object O{o} was not made on this worker");
+                        let why = format!("argument object {o} was not made on this worker");
                         let e = starling_proto::RemoteError::new("starling::ObjectLost", why);
-                        return failed(task, task_done::Kind::BadArgument((&e).into()));
+                        return failed(Outcome::BadArgument(e));
                     }
                 },
-                Some(resolved_arg::Kind::Location(l)) => {
-                    let object = ObjectId(l.object);
+                ResolvedArg::Location(l) => {
+                    let object = l.object;
                     let cached = self
                         .fetched
                         .lock()
@@ -602,18 +591,18 @@ impl Pool {
                                 "starling::ObjectLost",
                                 e.to_string(),
                             );
-                            return failed(task, task_done::Kind::BadArgument((&e).into()));
+                            return failed(Outcome::BadArgument(e));
                         }
                     }
                 }
-                _ => blobs.push(None),
+                ResolvedArg::Inline(_) => blobs.push(None),
             }
         }
         let args: Vec<&[u8]> = resolved
             .iter()
             .zip(&blobs)
-            .map(|(a, b)| match (&a.kind, b) {
-                (Some(resolved_arg::Kind::Inline(bytes)), _) => bytes.as_slice(),
+            .map(|(a, b)| match (a, b) {
+                (ResolvedArg::Inline(bytes), _) => bytes.as_slice(),
                 (_, Some(b)) => &**b,
                 _ => &[],
             })
@@ -638,7 +627,7 @@ impl Pool {
         if POOL.get().is_none_or(|p| p.runs.is_empty()) {
             mark(None);
         }
-        let kind = match invoked {
+        let outcome = match invoked {
             Invoked::Value(bytes) => match client.local_store() {
                 Some(local) if bytes.len() > INLINE_LIMIT => {
                     match local.write(
@@ -647,20 +636,20 @@ impl Pool {
                         client.job(),
                         &bytes,
                     ) {
-                        Ok(_) => task_done::Kind::Stored(bytes.len() as u64),
-                        Err(_) => task_done::Kind::Inline(bytes),
+                        Ok(_) => Outcome::Stored(bytes.len() as u64),
+                        Err(_) => Outcome::Inline(bytes),
                     }
                 }
-                _ => task_done::Kind::Inline(bytes),
+                _ => Outcome::Inline(bytes),
             },
-            Invoked::Failed(e) => task_done::Kind::Failed((&e).into()),
-            Invoked::BadArgument(e) => task_done::Kind::BadArgument((&e).into()),
-            Invoked::NotFound => task_done::Kind::FunctionNotFound(build_id().to_string()),
+            Invoked::Failed(e) => Outcome::Failed(e),
+            Invoked::BadArgument(e) => Outcome::BadArgument(e),
+            Invoked::NotFound => Outcome::FunctionNotFound(build_id().to_string()),
         };
         keep.extend(blobs.into_iter().flatten());
-        pb::TaskDone {
+        TaskDone {
             task,
-            kind: Some(kind),
+            outcome,
             runtime_us,
         }
     }

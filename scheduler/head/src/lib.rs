@@ -32,7 +32,6 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use starling_proto::pb;
 use starling_proto::security::{
     RequireToken, SecurityError, ServerTls, Token, UNAUTHENTICATED_HINT,
 };
@@ -256,7 +255,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         })?,
     };
     let (tx, rx) = oneshot::channel::<()>();
-    let server = pb::head_server::HeadServer::new(service.clone())
+    let server = starling_proto::rpc::head_server::HeadServer::new(service.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     // Every method of the service, streams included, is behind the token check.

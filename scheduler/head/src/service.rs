@@ -5,9 +5,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_proto::pb::{self, client_op, node_op};
+use starling_proto::chunks::{BinaryRef, Chunk, FetchRequest};
+use starling_proto::jobs::{
+    JobInfo, JobRef, JobResult, JobSpec, LogChunk, LogRequest, PoolInfo, PoolRef, PoolSpec,
+};
+use starling_proto::node::{HeadToNodeBatch, NodeBatch, NodeOp};
+use starling_proto::rpc::{head_server, Empty};
 use starling_proto::security::Scope;
-use starling_proto::{NodeId, ObjectId};
+use starling_proto::session::{ClientBatch, ClientOp, HeadBatch, Hello};
+use starling_proto::status::{StatusReply, StatusRequest};
+use starling_proto::NodeId;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -36,14 +43,14 @@ impl HeadService {
     }
 
     /// Cluster status, as `starling status` shows it.
-    pub fn status_now(&self) -> pb::StatusReply {
+    pub fn status_now(&self) -> StatusReply {
         self.head.status(starling_proto::JobId(0))
     }
 
     /// Opens a session for a client in this process (the local cluster's driver): its ops are
     /// applied by [`HeadService::local_batch`] on the caller's thread, without a socket, and the
     /// head's replies arrive on `tx`, the welcome first.
-    pub fn open_local_session(&self, hello: &pb::Hello, tx: ClientTx) -> Result<u64, Status> {
+    pub fn open_local_session(&self, hello: &Hello, tx: ClientTx) -> Result<u64, Status> {
         self.head.open_session(hello, tx)
     }
 
@@ -51,7 +58,7 @@ impl HeadService {
     ///
     /// A driver that submits while the head is past its limit of live tasks waits here for
     /// room (unless it calls from an async context, which must not block).
-    pub fn local_batch(&self, client: u64, ops: Vec<pb::ClientOp>) -> Result<(), Status> {
+    pub fn local_batch(&self, client: u64, ops: Vec<ClientOp>) -> Result<(), Status> {
         if self.head.client_batch(client, ops)? && tokio::runtime::Handle::try_current().is_err() {
             self.head.room.wait_blocking();
         }
@@ -101,7 +108,7 @@ impl HeadService {
 }
 
 /// Streams the file at `path` (a binary or payload) in chunks; `NOT_FOUND` if it cannot be opened.
-fn stream_file(path: std::path::PathBuf) -> BoxStream<pb::Chunk> {
+fn stream_file(path: std::path::PathBuf) -> BoxStream<Chunk> {
     let (tx, rx) = mpsc::channel(4);
     tokio::spawn(async move {
         let file = match tokio::fs::File::open(&path).await {
@@ -125,7 +132,7 @@ pub const MAX_UPLOAD_BYTES: u64 = 4 << 30;
 /// Streams an upload into `tmp` while hashing it, checks its size and the build id the sender
 /// claimed, and moves it to `bin_dir/<build>`. Returns the build id.
 async fn receive_binary(
-    incoming: &mut Streaming<pb::Chunk>,
+    incoming: &mut Streaming<Chunk>,
     tmp: &std::path::Path,
     bin_dir: &std::path::Path,
 ) -> Result<String, Status> {
@@ -182,12 +189,12 @@ fn valid_build(build: &str) -> Result<(), Status> {
 }
 
 #[tonic::async_trait]
-impl pb::head_server::Head for HeadService {
-    type SessionStream = BoxStream<pb::HeadBatch>;
+impl head_server::Head for HeadService {
+    type SessionStream = BoxStream<HeadBatch>;
 
     async fn session(
         &self,
-        request: Request<Streaming<pb::ClientBatch>>,
+        request: Request<Streaming<ClientBatch>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let scope = Scope::of(&request);
         let mut incoming = request.into_inner();
@@ -196,22 +203,22 @@ impl pb::head_server::Head for HeadService {
             .await?
             .ok_or_else(|| Status::invalid_argument("session closed before hello"))?;
         let mut ops = first.ops.into_iter();
-        let hello = match ops.next().and_then(|op| op.kind) {
-            Some(client_op::Kind::Hello(h)) => h,
+        let hello = match ops.next() {
+            Some(ClientOp::Hello(h)) => h,
             _ => return Err(Status::invalid_argument("a session must start with hello")),
         };
         // A job's processes join that job (its workers, its entrypoint); a new driver, a job
         // of its own, needs the cluster token.
-        if hello.job == 0 {
+        if hello.job.0 == 0 {
             scope.require_cluster("start a driver of a new job")?;
         } else {
-            scope.may_touch(hello.job)?;
+            scope.may_touch(hello.job.0)?;
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let client = self
             .head
             .open_session(&hello, ClientTx::Stream(tx.clone()))?;
-        let rest: Vec<pb::ClientOp> = ops.collect();
+        let rest: Vec<ClientOp> = ops.collect();
         if !rest.is_empty() {
             if let Err(e) = self.head.client_batch(client, rest).map(drop) {
                 self.head.close_session(client, "malformed first batch");
@@ -237,6 +244,11 @@ impl pb::head_server::Head for HeadService {
                             break format!("refused: {}", status.message());
                         }
                     },
+                    // A message that does not decode, or does not convert (see `rpc`).
+                    Some(Err(status)) if status.code() == tonic::Code::InvalidArgument => {
+                        let _ = tx.send(Err(status.clone()));
+                        break format!("refused: {}", status.message());
+                    }
                     Some(Err(status)) => break format!("connection lost: {}", status.message()),
                     None => break "connection closed".to_string(),
                 }
@@ -246,11 +258,11 @@ impl pb::head_server::Head for HeadService {
         Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
     }
 
-    type AttachStream = BoxStream<pb::HeadToNodeBatch>;
+    type AttachStream = BoxStream<HeadToNodeBatch>;
 
     async fn attach(
         &self,
-        request: Request<Streaming<pb::NodeBatch>>,
+        request: Request<Streaming<NodeBatch>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         Scope::of(&request).require_cluster("register a node")?;
         let mut incoming = request.into_inner();
@@ -258,8 +270,8 @@ impl pb::head_server::Head for HeadService {
             .message()
             .await?
             .ok_or_else(|| Status::invalid_argument("node stream closed before hello"))?;
-        let hello = match first.ops.into_iter().next().and_then(|op| op.kind) {
-            Some(node_op::Kind::Hello(h)) => h,
+        let hello = match first.ops.into_iter().next() {
+            Some(NodeOp::Hello(h)) => h,
             _ => {
                 return Err(Status::invalid_argument(
                     "a node stream must start with hello",
@@ -286,8 +298,8 @@ impl pb::head_server::Head for HeadService {
 
     async fn put_binary(
         &self,
-        request: Request<Streaming<pb::Chunk>>,
-    ) -> Result<Response<pb::BinaryRef>, Status> {
+        request: Request<Streaming<Chunk>>,
+    ) -> Result<Response<BinaryRef>, Status> {
         let mut incoming = request.into_inner();
         static NEXT: AtomicU64 = AtomicU64::new(0);
         // Each upload its own temporary file: concurrent uploads never share one.
@@ -300,14 +312,14 @@ impl pb::head_server::Head for HeadService {
         if stored.is_err() {
             let _ = tokio::fs::remove_file(&tmp).await;
         }
-        Ok(Response::new(pb::BinaryRef { build: stored? }))
+        Ok(Response::new(BinaryRef { build: stored? }))
     }
 
-    type GetBinaryStream = BoxStream<pb::Chunk>;
+    type GetBinaryStream = BoxStream<Chunk>;
 
     async fn get_binary(
         &self,
-        request: Request<pb::BinaryRef>,
+        request: Request<BinaryRef>,
     ) -> Result<Response<Self::GetBinaryStream>, Status> {
         let build = request.into_inner().build;
         valid_build(&build)?;
@@ -320,14 +332,14 @@ impl pb::head_server::Head for HeadService {
         Ok(Response::new(stream_file(path)))
     }
 
-    type FetchStream = BoxStream<pb::Chunk>;
+    type FetchStream = BoxStream<Chunk>;
 
     async fn fetch(
         &self,
-        request: Request<pb::FetchRequest>,
+        request: Request<FetchRequest>,
     ) -> Result<Response<Self::FetchStream>, Status> {
         let scope = Scope::of(&request);
-        let object = ObjectId(request.into_inner().object);
+        let object = request.into_inner().object;
         // A job's credential reads only that job's objects.
         if let Scope::Job(job) = scope {
             match self.head.object_job(object) {
@@ -368,39 +380,31 @@ impl pb::head_server::Head for HeadService {
 
     async fn status(
         &self,
-        request: Request<pb::StatusRequest>,
-    ) -> Result<Response<pb::StatusReply>, Status> {
-        let job = starling_proto::JobId(request.into_inner().job);
+        request: Request<StatusRequest>,
+    ) -> Result<Response<StatusReply>, Status> {
+        let job = request.into_inner().job;
         Ok(Response::new(self.head.status(job)))
     }
 
-    async fn submit_job(
-        &self,
-        request: Request<pb::JobSpec>,
-    ) -> Result<Response<pb::JobInfo>, Status> {
+    async fn submit_job(&self, request: Request<JobSpec>) -> Result<Response<JobInfo>, Status> {
         Scope::of(&request).require_cluster("submit a job")?;
         let head = self.head.clone();
-        let spec = request.into_inner().into();
+        let spec = request.into_inner();
         let info = tokio::task::spawn_blocking(move || head.submit_job(spec))
             .await
             .map_err(|e| Status::internal(e.to_string()))??;
-        Ok(Response::new(info.into()))
+        Ok(Response::new(info))
     }
 
-    async fn list_jobs(
-        &self,
-        request: Request<pb::Empty>,
-    ) -> Result<Response<pb::JobList>, Status> {
+    async fn list_jobs(&self, request: Request<Empty>) -> Result<Response<Vec<JobInfo>>, Status> {
         let scope = Scope::of(&request);
         let mut jobs = self.head.state.lock().jobs.list();
         // A job's credential sees its own job only.
         jobs.retain(|j| scope.may_touch(j.id).is_ok());
-        Ok(Response::new(pb::JobList {
-            jobs: jobs.into_iter().map(Into::into).collect(),
-        }))
+        Ok(Response::new(jobs))
     }
 
-    async fn get_job(&self, request: Request<pb::JobRef>) -> Result<Response<pb::JobInfo>, Status> {
+    async fn get_job(&self, request: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let scope = Scope::of(&request);
         let id = request.into_inner().id;
         scope.may_touch(id)?;
@@ -419,36 +423,27 @@ impl pb::head_server::Head for HeadService {
                 info.result = v;
             }
         }
-        Ok(Response::new(info.into()))
+        Ok(Response::new(info))
     }
 
-    async fn cancel_job(
-        &self,
-        request: Request<pb::JobRef>,
-    ) -> Result<Response<pb::JobInfo>, Status> {
+    async fn cancel_job(&self, request: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let scope = Scope::of(&request);
         let id = request.into_inner().id;
         scope.may_touch(id)?;
-        Ok(Response::new(self.head.cancel_job(id)?.into()))
+        Ok(Response::new(self.head.cancel_job(id)?))
     }
 
-    async fn delete_job(
-        &self,
-        request: Request<pb::JobRef>,
-    ) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_job(&self, request: Request<JobRef>) -> Result<Response<Empty>, Status> {
         Scope::of(&request).require_cluster("delete a job")?;
         let mut g = self.head.state.lock();
         let st = &mut *g;
         st.jobs
             .delete(&mut st.out, request.into_inner().id)
             .map_err(super::jobs::status_of)?;
-        Ok(Response::new(pb::Empty {}))
+        Ok(Response::new(Empty))
     }
 
-    async fn job_logs(
-        &self,
-        request: Request<pb::LogRequest>,
-    ) -> Result<Response<pb::LogChunk>, Status> {
+    async fn job_logs(&self, request: Request<LogRequest>) -> Result<Response<LogChunk>, Status> {
         let scope = Scope::of(&request);
         let r = request.into_inner();
         scope.may_touch(r.job)?;
@@ -491,41 +486,33 @@ impl pb::head_server::Head for HeadService {
             Err(_) => Vec::new(),
         };
         let offset = r.offset + data.len() as u64;
-        Ok(Response::new(pb::LogChunk {
+        Ok(Response::new(LogChunk {
             data,
             offset,
             ended: ended.unwrap_or(true),
         }))
     }
 
-    async fn set_job_result(
-        &self,
-        request: Request<pb::JobResult>,
-    ) -> Result<Response<pb::Empty>, Status> {
+    async fn set_job_result(&self, request: Request<JobResult>) -> Result<Response<Empty>, Status> {
         let scope = Scope::of(&request);
         let result = request.into_inner();
         scope.may_touch(result.job)?;
-        let result = starling_proto::jobs::JobResult::try_from(result)
-            .map_err(|e| Status::invalid_argument(e.0))?;
         let mut g = self.head.state.lock();
         let st = &mut *g;
         st.jobs
             .set_result(&mut st.out, result.job, result.outcome)
             .map_err(super::jobs::status_of)?;
-        Ok(Response::new(pb::Empty {}))
+        Ok(Response::new(Empty))
     }
 
-    async fn create_pool(
-        &self,
-        request: Request<pb::PoolSpec>,
-    ) -> Result<Response<pb::PoolInfo>, Status> {
+    async fn create_pool(&self, request: Request<PoolSpec>) -> Result<Response<PoolInfo>, Status> {
         Scope::of(&request).require_cluster("create a pool")?;
         let can_launch = self.head.launcher.is_some();
         let info = {
             let mut g = self.head.state.lock();
             let st = &mut *g;
             st.jobs
-                .create_pool(&mut st.out, request.into_inner().into(), can_launch)
+                .create_pool(&mut st.out, request.into_inner(), can_launch)
                 .map_err(super::jobs::status_of)?
         };
         // Start its min_nodes now.
@@ -533,37 +520,27 @@ impl pb::head_server::Head for HeadService {
         let _ = tokio::task::spawn_blocking(move || head.jobs_tick()).await;
         let name = info.spec.name.clone();
         let g = self.head.state.lock();
-        Ok(Response::new(
-            g.jobs.pool_info(&name).unwrap_or(info).into(),
-        ))
+        Ok(Response::new(g.jobs.pool_info(&name).unwrap_or(info)))
     }
 
     async fn list_pools(
         &self,
-        _request: Request<pb::Empty>,
-    ) -> Result<Response<pb::PoolList>, Status> {
+        _request: Request<Empty>,
+    ) -> Result<Response<Vec<PoolInfo>>, Status> {
         let g = self.head.state.lock();
-        Ok(Response::new(pb::PoolList {
-            pools: g.jobs.pools().into_iter().map(Into::into).collect(),
-        }))
+        Ok(Response::new(g.jobs.pools()))
     }
 
-    async fn describe_pool(
-        &self,
-        request: Request<pb::PoolRef>,
-    ) -> Result<Response<pb::PoolInfo>, Status> {
+    async fn describe_pool(&self, request: Request<PoolRef>) -> Result<Response<PoolInfo>, Status> {
         let name = request.into_inner().name;
         let g = self.head.state.lock();
         g.jobs
             .pool_info(&name)
-            .map(|p| Response::new(p.into()))
+            .map(Response::new)
             .ok_or_else(|| Status::not_found(format!("unknown pool `{name}`")))
     }
 
-    async fn delete_pool(
-        &self,
-        request: Request<pb::PoolRef>,
-    ) -> Result<Response<pb::Empty>, Status> {
+    async fn delete_pool(&self, request: Request<PoolRef>) -> Result<Response<Empty>, Status> {
         Scope::of(&request).require_cluster("delete a pool")?;
         let name = request.into_inner().name;
         let stop = {
@@ -578,6 +555,6 @@ impl pb::head_server::Head for HeadService {
                 l.stop(pid);
             }
         }
-        Ok(Response::new(pb::Empty {}))
+        Ok(Response::new(Empty))
     }
 }

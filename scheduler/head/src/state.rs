@@ -15,10 +15,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use starling_proto::pb::{self, client_op, head_op, head_to_node_op, object_value, task_done};
+use starling_proto::node::{
+    HeadToNodeBatch, HeadToNodeOp, NodeHello, NodeOp, StartWorkers, StoreUsage,
+};
+use starling_proto::session::{
+    ClientOp, HeadBatch, HeadOp, Hello, ObjectLocation, ObjectValue, Outcome, ResolvedArg, RunTask,
+    Value, Welcome,
+};
+use starling_proto::status::{NodeStatus, StatusReply};
 use starling_proto::{
-    FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, TaskArg, TaskFailure, TaskId,
-    TaskSpec, WorkerId,
+    FailureKind, JobId, NodeId, ObjectId, ResourceSet, TaskArg, TaskFailure, TaskId, TaskSpec,
+    WorkerId,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::Status;
@@ -39,13 +46,13 @@ pub(crate) const HEAD_NODE: NodeId = NodeId(0);
 #[derive(Clone)]
 pub enum ClientTx {
     /// A gRPC session's outgoing stream.
-    Stream(UnboundedSender<Result<pb::HeadBatch, Status>>),
+    Stream(UnboundedSender<Result<HeadBatch, Status>>),
     /// A client in this process.
-    Direct(Arc<dyn Fn(pb::HeadBatch) + Send + Sync>),
+    Direct(Arc<dyn Fn(HeadBatch) + Send + Sync>),
 }
 
 impl ClientTx {
-    fn send(&self, batch: pb::HeadBatch) {
+    fn send(&self, batch: HeadBatch) {
         match self {
             ClientTx::Stream(tx) => {
                 let _ = tx.send(Ok(batch));
@@ -54,11 +61,11 @@ impl ClientTx {
         }
     }
 }
-pub(crate) type NodeTx = UnboundedSender<Result<pb::HeadToNodeBatch, Status>>;
+pub(crate) type NodeTx = UnboundedSender<Result<HeadToNodeBatch, Status>>;
 
 pub(crate) struct ClientConn {
     tx: ClientTx,
-    out: Vec<pb::HeadOp>,
+    out: Vec<HeadOp>,
     pub job: JobId,
     pub worker: Option<WorkerId>,
     pub node: NodeId,
@@ -71,12 +78,12 @@ pub(crate) struct ClientConn {
 
 pub(crate) struct NodeConn {
     tx: NodeTx,
-    out: Vec<pb::HeadToNodeOp>,
+    out: Vec<HeadToNodeOp>,
     pub address: String,
     pub store_dir: String,
     pub pool: String,
     pub last_seen: Instant,
-    pub usage: pb::StoreUsage,
+    pub usage: StoreUsage,
 }
 
 /// What the head keeps for a job whose driver is connected.
@@ -106,12 +113,12 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    fn queue_client(&mut self, client: u64, op: head_op::Kind) {
+    fn queue_client(&mut self, client: u64, op: HeadOp) {
         if let Some(c) = self.clients.get_mut(&client) {
             if c.out.is_empty() {
                 self.dirty_clients.push(client);
             }
-            c.out.push(pb::HeadOp { kind: Some(op) });
+            c.out.push(op);
             c.spoken = true;
         }
     }
@@ -126,48 +133,45 @@ impl Outbox {
             .filter_map(|(id, c)| (!std::mem::take(&mut c.spoken)).then_some(*id))
             .collect();
         for id in quiet {
-            self.queue_client(id, head_op::Kind::Alive(true));
+            self.queue_client(id, HeadOp::Alive);
         }
     }
 
-    pub(crate) fn queue_node(&mut self, node: NodeId, op: head_to_node_op::Kind) {
+    pub(crate) fn queue_node(&mut self, node: NodeId, op: HeadToNodeOp) {
         if let Some(n) = self.nodes.get_mut(&node) {
             if n.out.is_empty() {
                 self.dirty_nodes.push(node);
             }
-            n.out.push(pb::HeadToNodeOp { kind: Some(op) });
+            n.out.push(op);
         }
     }
 
-    fn location(&self, object: ObjectId) -> Option<pb::ObjectLocation> {
+    fn location(&self, object: ObjectId) -> Option<ObjectLocation> {
         let (node, size) = *self.locations.get(&object)?;
         let n = self.nodes.get(&node)?;
-        Some(pb::ObjectLocation {
-            node: node.0,
+        Some(ObjectLocation {
+            node,
             address: n.address.clone(),
             path: format!("{}/{}", n.store_dir, object.0),
             size,
-            object: object.0,
+            object,
         })
     }
 
     /// The settled value of `object` as a message, if it has settled.
-    fn value_of(&self, object: ObjectId) -> Option<pb::ObjectValue> {
-        let kind = if let Some(held) = self.values.get(&object) {
+    fn value_of(&self, object: ObjectId) -> Option<ObjectValue> {
+        let value = if let Some(held) = self.values.get(&object) {
             match held {
-                Held::Memory(v) => object_value::Kind::Inline(v.clone()),
+                Held::Memory(v) => Value::Inline(v.clone()),
                 // On the head's disk: the driver fetches it from the head.
-                Held::Spilled(size) => object_value::Kind::Location(head_location(object, size)),
+                Held::Spilled(size) => Value::Location(head_location(object, size)),
             }
         } else if let Some(f) = self.failures.get(&object) {
-            object_value::Kind::Failure((&**f).into())
+            Value::Failure((**f).clone())
         } else {
-            object_value::Kind::Location(self.location(object)?)
+            Value::Location(self.location(object)?)
         };
-        Some(pb::ObjectValue {
-            object: object.0,
-            kind: Some(kind),
-        })
+        Some(ObjectValue { object, value })
     }
 
     fn notify(&mut self, object: ObjectId) {
@@ -176,7 +180,7 @@ impl Outbox {
         };
         if let Some(v) = self.value_of(object) {
             for c in subs {
-                self.queue_client(c, head_op::Kind::Value(v.clone()));
+                self.queue_client(c, HeadOp::Value(v.clone()));
             }
         }
     }
@@ -209,31 +213,31 @@ impl Outbox {
 #[derive(Default)]
 #[must_use = "queued batches are lost unless sent"]
 pub(crate) struct Outgoing {
-    clients: Vec<(ClientTx, Vec<Vec<pb::HeadOp>>)>,
-    nodes: Vec<(NodeTx, Vec<pb::HeadToNodeOp>)>,
+    clients: Vec<(ClientTx, Vec<Vec<HeadOp>>)>,
+    nodes: Vec<(NodeTx, Vec<HeadToNodeOp>)>,
 }
 
 impl Outgoing {
     pub fn send(self) {
         for (tx, batches) in self.clients {
             for ops in batches {
-                tx.send(pb::HeadBatch { ops });
+                tx.send(HeadBatch { ops });
             }
         }
         for (tx, ops) in self.nodes {
-            let _ = tx.send(Ok(pb::HeadToNodeBatch { ops }));
+            let _ = tx.send(Ok(HeadToNodeBatch { ops }));
         }
     }
 }
 
 /// Where a value the head holds is fetched from: the head itself (node 0, no address).
-fn head_location(object: ObjectId, size: u64) -> pb::ObjectLocation {
-    pb::ObjectLocation {
-        node: 0,
+fn head_location(object: ObjectId, size: u64) -> ObjectLocation {
+    ObjectLocation {
+        node: HEAD_NODE,
         address: String::new(),
         path: String::new(),
         size,
-        object: object.0,
+        object,
     }
 }
 
@@ -242,13 +246,12 @@ fn head_location(object: ObjectId, size: u64) -> pb::ObjectLocation {
 use starling_proto::limits::MAX_BATCH_BYTES;
 
 /// Splits ops into batches of at most [`MAX_BATCH_BYTES`] (a single larger op gets its own).
-fn split_by_size(ops: Vec<pb::HeadOp>) -> Vec<Vec<pb::HeadOp>> {
-    use prost::Message;
+fn split_by_size(ops: Vec<HeadOp>) -> Vec<Vec<HeadOp>> {
     let mut batches = Vec::new();
     let mut current = Vec::new();
     let mut bytes = 0;
     for op in ops {
-        let len = op.encoded_len();
+        let len = op.wire_size();
         if !current.is_empty() && bytes + len > MAX_BATCH_BYTES {
             batches.push(std::mem::take(&mut current));
             bytes = 0;
@@ -276,37 +279,33 @@ impl Transport for Outbox {
         let args = task
             .args
             .iter()
-            .map(|a| pb::ResolvedArg {
-                kind: Some(match a {
-                    TaskArg::Inline(b) => pb::resolved_arg::Kind::Inline(b.clone()),
-                    TaskArg::Object(o) => match self.values.get(o) {
-                        // A large value the head holds (a remote driver's `put`) is fetched by
-                        // the worker, once per process, instead of riding along every task;
-                        // so is one on the head's disk.
-                        Some(Held::Memory(v)) if v.len() > super::INLINE_LIMIT => {
-                            pb::resolved_arg::Kind::Location(head_location(*o, v.len() as u64))
-                        }
-                        Some(Held::Spilled(size)) => {
-                            pb::resolved_arg::Kind::Location(head_location(*o, size))
-                        }
-                        Some(Held::Memory(v)) => pb::resolved_arg::Kind::Inline(v.clone()),
-                        None => match self.location(*o) {
-                            Some(l) => pb::resolved_arg::Kind::Location(l),
-                            // Not settled yet: the scheduler pipelined this task behind the one
-                            // that makes it, on this same worker (or its node vanished, which the
-                            // worker reports as a lost object).
-                            None => pb::resolved_arg::Kind::Local(o.0),
-                        },
+            .map(|a| match a {
+                TaskArg::Inline(b) => ResolvedArg::Inline(b.clone()),
+                TaskArg::Object(o) => match self.values.get(o) {
+                    // A large value the head holds (a remote driver's `put`) is fetched by
+                    // the worker, once per process, instead of riding along every task;
+                    // so is one on the head's disk.
+                    Some(Held::Memory(v)) if v.len() > super::INLINE_LIMIT => {
+                        ResolvedArg::Location(head_location(*o, v.len() as u64))
+                    }
+                    Some(Held::Spilled(size)) => ResolvedArg::Location(head_location(*o, size)),
+                    Some(Held::Memory(v)) => ResolvedArg::Inline(v.clone()),
+                    None => match self.location(*o) {
+                        Some(l) => ResolvedArg::Location(l),
+                        // Not settled yet: the scheduler pipelined this task behind the one
+                        // that makes it, on this same worker (or its node vanished, which the
+                        // worker reports as a lost object).
+                        None => ResolvedArg::Local(*o),
                     },
-                }),
+                },
             })
             .collect();
-        let run = pb::RunTask {
-            spec: Some((&**task).into()),
+        let run = RunTask {
+            spec: (**task).clone(),
             args,
             gpu_ids: gpu_ids.iter().map(|id| id.to_string()).collect(),
         };
-        self.queue_client(client, head_op::Kind::Run(run));
+        self.queue_client(client, HeadOp::Run(run));
     }
 
     fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
@@ -324,7 +323,7 @@ impl Transport for Outbox {
         self.subscribers.remove(&object);
         if let Some((at, _)) = self.locations.remove(&object) {
             let _ = node;
-            self.queue_node(at, head_to_node_op::Kind::FreeObject(object.0));
+            self.queue_node(at, HeadToNodeOp::FreeObject(object));
         }
     }
 
@@ -332,17 +331,17 @@ impl Transport for Outbox {
         let Some(build) = self.jobs.get(&job).map(|j| j.build.clone()) else {
             return;
         };
-        let start = pb::StartWorkers {
-            job: job.0,
+        let start = StartWorkers {
+            job,
             build,
             count: 1,
         };
-        self.queue_node(node, head_to_node_op::Kind::StartWorkers(start));
+        self.queue_node(node, HeadToNodeOp::StartWorkers(start));
     }
 
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, _force: bool) {
         if let Some(&client) = self.worker_client.get(&worker) {
-            self.queue_client(client, head_op::Kind::Cancel(task.0));
+            self.queue_client(client, HeadOp::Cancel(task));
         }
     }
 
@@ -367,18 +366,14 @@ impl Outbox {
 impl JobTransport for Outbox {
     fn to_node(&mut self, node: NodeId, op: JobNodeOp) {
         let kind = match op {
-            JobNodeOp::Instance(i) => head_to_node_op::Kind::JobInstance((*i).into()),
+            JobNodeOp::Instance(i) => HeadToNodeOp::JobInstance(*i),
             JobNodeOp::StartWorkers { job, count } => {
                 let Some(build) = self.jobs.get(&job).map(|j| j.build.clone()) else {
                     return;
                 };
-                head_to_node_op::Kind::StartWorkers(pb::StartWorkers {
-                    job: job.0,
-                    build,
-                    count,
-                })
+                HeadToNodeOp::StartWorkers(StartWorkers { job, build, count })
             }
-            JobNodeOp::Stop(id) => head_to_node_op::Kind::StopJob(id),
+            JobNodeOp::Stop(id) => HeadToNodeOp::StopJob(JobId(id)),
         };
         self.queue_node(node, kind);
     }
@@ -641,7 +636,7 @@ impl Head {
     }
 
     /// Registers a driver or worker process from its `Hello`.
-    pub fn open_session(&self, hello: &pb::Hello, tx: ClientTx) -> Result<u64, Status> {
+    pub fn open_session(&self, hello: &Hello, tx: ClientTx) -> Result<u64, Status> {
         check_version(hello.version)?;
         let client = self.sessions.next()?;
         let mut g = self.state.lock();
@@ -649,9 +644,9 @@ impl Head {
         if st.stopping {
             return Err(shutting_down());
         }
-        let mut welcome = pb::Welcome {
+        let mut welcome = Welcome {
             client,
-            job: 0,
+            job: JobId(0),
             id_base: client << starling_proto::SESSION_SHIFT,
             worker: 0,
             epoch: st.epoch,
@@ -667,8 +662,7 @@ impl Head {
             spoken: true,
         };
         if hello.is_worker {
-            let node = NodeId(hello.node);
-            let job = JobId(hello.job);
+            let (node, job) = (hello.node, hello.job);
             if !st.out.nodes.contains_key(&node) {
                 return Err(Status::failed_precondition(format!(
                     "worker process {} names node {node}, which is not registered",
@@ -681,15 +675,15 @@ impl Head {
             st.session_jobs.insert(client, job);
             st.out.worker_client.insert(worker, client);
             reactor::on_job_worker_added(&mut st.core, node, job, worker);
-            welcome.job = job.0;
+            welcome.job = job;
             welcome.worker = worker.0;
         } else {
             // The entrypoint of a running multi-node job joins that job; any other driver is a
             // job of its own on the shared nodes.
-            let pool_job = JobId(hello.job);
-            let (job, only) = if hello.job != 0 && st.jobs.is_running(pool_job) {
+            let pool_job = hello.job;
+            let (job, only) = if pool_job.0 != 0 && st.jobs.is_running(pool_job) {
                 (pool_job, st.jobs.nodes_of(pool_job))
-            } else if hello.job != 0 {
+            } else if pool_job.0 != 0 {
                 return Err(Status::failed_precondition(format!(
                     "job {} is not running (a job's processes connect only while it runs)",
                     hello.job
@@ -708,7 +702,7 @@ impl Head {
             );
             st.out.clients.insert(client, conn(job, None, HEAD_NODE));
             st.session_jobs.insert(client, job);
-            welcome.job = job.0;
+            welcome.job = job;
             // Start one worker per CPU of every node the job may use, so its first tasks do not
             // wait for process start-up one by one.
             let starts: Vec<(NodeId, u32)> = st
@@ -724,17 +718,16 @@ impl Head {
                 .collect();
             for (node, count) in starts {
                 reactor::on_workers_requested(&mut st.core, node, job, count as usize);
-                let start = pb::StartWorkers {
-                    job: job.0,
+                let start = StartWorkers {
+                    job,
                     build: hello.build.clone(),
                     count,
                 };
-                st.out
-                    .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
+                st.out.queue_node(node, HeadToNodeOp::StartWorkers(start));
             }
         }
         // The welcome goes out first, before any task the scheduling pass may hand this worker.
-        st.out.queue_client(client, head_op::Kind::Welcome(welcome));
+        st.out.queue_client(client, HeadOp::Welcome(welcome));
         reactor::schedule(&mut st.core, &mut st.out);
         let out = self.take_outgoing(st);
         drop(g);
@@ -746,10 +739,8 @@ impl Head {
     ///
     /// `Ok(true)`: the client is a driver that submitted while the head is past its limit of
     /// live tasks; its next batch must wait for room (`Room`).
-    pub fn client_batch(&self, client: u64, ops: Vec<pb::ClientOp>) -> Result<bool, Status> {
-        let submits = ops
-            .iter()
-            .any(|op| matches!(op.kind, Some(client_op::Kind::Submit(_))));
+    pub fn client_batch(&self, client: u64, ops: Vec<ClientOp>) -> Result<bool, Status> {
+        let submits = ops.iter().any(|op| matches!(op, ClientOp::Submit(_)));
         let mut g = self.state.lock();
         let st = &mut *g;
         if st.stopping {
@@ -814,8 +805,7 @@ impl Head {
             st.out.forget_driver(conn.job);
             let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
             for n in nodes {
-                st.out
-                    .queue_node(n, head_to_node_op::Kind::StopJob(conn.job.0));
+                st.out.queue_node(n, HeadToNodeOp::StopJob(conn.job));
             }
         }
         for (object, n) in conn.handles {
@@ -830,7 +820,7 @@ impl Head {
     }
 
     /// Registers a node agent from its `NodeHello`.
-    pub fn open_node(&self, hello: &pb::NodeHello, tx: NodeTx) -> Result<NodeId, Status> {
+    pub fn open_node(&self, hello: &NodeHello, tx: NodeTx) -> Result<NodeId, Status> {
         check_version(hello.version)?;
         // They become `CUDA_VISIBLE_DEVICES` in the node's workers.
         starling_proto::check_gpu_ids(&hello.gpu_ids).map_err(Status::invalid_argument)?;
@@ -842,9 +832,9 @@ impl Head {
         let node = match hello.previous_id {
             // A node rejoining (after a head restart) keeps its id while no one else has it;
             // later nodes are numbered past it so no two ever share one.
-            p if p != 0 && !st.out.nodes.contains_key(&NodeId(p)) => {
-                st.next_node = st.next_node.max(p + 1);
-                NodeId(p)
+            Some(p) if p.0 != 0 && !st.out.nodes.contains_key(&p) => {
+                st.next_node = st.next_node.max(p.0 + 1);
+                p
             }
             _ => {
                 let n = NodeId(st.next_node);
@@ -852,7 +842,7 @@ impl Head {
                 n
             }
         };
-        let resources: ResourceSet = hello.resources.clone().map(Into::into).unwrap_or_default();
+        let resources: ResourceSet = hello.resources.clone();
         st.out.nodes.insert(
             node,
             NodeConn {
@@ -862,14 +852,13 @@ impl Head {
                 store_dir: hello.store_dir.clone(),
                 pool: hello.pool.clone(),
                 last_seen: Instant::now(),
-                usage: pb::StoreUsage::default(),
+                usage: StoreUsage::default(),
             },
         );
         reactor::on_node_added_with_gpus(&mut st.core, node, resources.clone(), &hello.gpu_ids);
         st.jobs
             .on_node_added(&mut st.core, node, &hello.pool, hello.pid, now());
-        st.out
-            .queue_node(node, head_to_node_op::Kind::NodeId(node.0));
+        st.out.queue_node(node, HeadToNodeOp::NodeId(node));
         // Running drivers get workers on a new shared node too (a pool's nodes wait for a job).
         let cpus = (resources.get("CPU").ceil() as u32).max(1);
         let jobs: Vec<(JobId, String)> = if hello.pool.is_empty() {
@@ -884,13 +873,12 @@ impl Head {
         };
         for (job, build) in jobs {
             reactor::on_workers_requested(&mut st.core, node, job, cpus as usize);
-            let start = pb::StartWorkers {
-                job: job.0,
+            let start = StartWorkers {
+                job,
                 build,
                 count: cpus,
             };
-            st.out
-                .queue_node(node, head_to_node_op::Kind::StartWorkers(start));
+            st.out.queue_node(node, HeadToNodeOp::StartWorkers(start));
         }
         reactor::schedule(&mut st.core, &mut st.out);
         let out = self.take_outgoing(st);
@@ -899,7 +887,7 @@ impl Head {
         Ok(node)
     }
 
-    pub fn node_batch(&self, node: NodeId, ops: Vec<pb::NodeOp>) {
+    pub fn node_batch(&self, node: NodeId, ops: Vec<NodeOp>) {
         let mut g = self.state.lock();
         let st = &mut *g;
         if st.stopping {
@@ -913,10 +901,10 @@ impl Head {
                 break;
             };
             conn.last_seen = Instant::now();
-            match op.kind {
-                Some(pb::node_op::Kind::Usage(u)) => conn.usage = u,
-                Some(pb::node_op::Kind::Heartbeat(_)) | Some(pb::node_op::Kind::Hello(_)) => {}
-                Some(pb::node_op::Kind::WorkerExit(e)) => {
+            match op {
+                NodeOp::Usage(u) => conn.usage = u,
+                NodeOp::Heartbeat | NodeOp::Hello(_) => {}
+                NodeOp::WorkerExit(e) => {
                     match st.dying.remove(&(node, e.pid)) {
                         Some((w, _, _)) => {
                             let why = format!(
@@ -933,12 +921,11 @@ impl Head {
                         }
                     }
                 }
-                None => {}
-                Some(pb::node_op::Kind::JobLog(l)) => {
+                NodeOp::JobLog(l) => {
                     let path = st
                         .jobs
-                        .on_log(l.job, node, &l.data)
-                        .and_then(|k| Some(st.out.job_files.as_ref()?.log_path(l.job, k)));
+                        .on_log(l.job.0, node, &l.data)
+                        .and_then(|k| Some(st.out.job_files.as_ref()?.log_path(l.job.0, k)));
                     if let Some(path) = path {
                         match logs.last_mut() {
                             Some((p, data)) if *p == path => data.extend_from_slice(&l.data),
@@ -947,24 +934,22 @@ impl Head {
                     }
                 }
                 // Only instance 0 runs the entrypoint.
-                Some(pb::node_op::Kind::EntrypointExit(e))
-                    if st.jobs.instance_of(e.job, node) == Some(0) =>
-                {
+                NodeOp::EntrypointExit(e) if st.jobs.instance_of(e.job.0, node) == Some(0) => {
                     changed = true;
                     st.jobs.on_entrypoint_exit(
                         &mut st.out,
                         &mut st.core,
-                        e.job,
+                        e.job.0,
                         e.code,
                         &e.error,
                         now(),
                     );
                 }
-                Some(pb::node_op::Kind::EntrypointExit(_)) => {}
-                Some(pb::node_op::Kind::JobStopped(job)) => {
+                NodeOp::EntrypointExit(_) => {}
+                NodeOp::JobStopped(job) => {
                     changed = true;
                     st.jobs
-                        .on_job_stopped(&mut st.out, &mut st.core, job, node, now());
+                        .on_job_stopped(&mut st.out, &mut st.core, job.0, node, now());
                 }
             }
         }
@@ -1034,7 +1019,7 @@ impl Head {
     }
 
     /// Cluster status; for a multi-node job's processes (`job` set), only its instances.
-    pub fn status(&self, job: JobId) -> pb::StatusReply {
+    pub fn status(&self, job: JobId) -> StatusReply {
         let g = self.state.lock();
         let stats = g.core.stats();
         let only = if job.0 == 0 {
@@ -1049,19 +1034,19 @@ impl Head {
             .filter(|n| only.as_ref().is_none_or(|o| o.contains(&n.id)))
             .map(|n| {
                 let conn = g.out.nodes.get(&n.id);
-                pb::NodeStatus {
-                    id: n.id.0,
+                NodeStatus {
+                    id: n.id,
                     address: conn.map(|c| c.address.clone()).unwrap_or_default(),
-                    total: Some((&n.total).into()),
-                    available: Some((&n.available).into()),
+                    total: n.total.clone(),
+                    available: n.available.clone(),
                     alive: n.alive,
                     workers: n.workers as u32,
-                    store: conn.map(|c| c.usage),
+                    store: conn.map(|c| c.usage).unwrap_or_default(),
                     pool: conn.map(|c| c.pool.clone()).unwrap_or_default(),
                 }
             })
             .collect();
-        pb::StatusReply {
+        StatusReply {
             nodes,
             submitted: stats.submitted,
             queued: g.core.queued_tasks() as u64,
@@ -1147,22 +1132,16 @@ fn same_job(
     }
 }
 
-fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), Status> {
-    let Some(kind) = op.kind else {
-        return Err(bad("empty operation"));
-    };
+fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Status> {
     let conn = st
         .out
         .clients
         .get_mut(&client)
         .ok_or_else(|| bad("unknown session"))?;
     let (job, worker, node) = (conn.job, conn.worker, conn.node);
-    match kind {
-        client_op::Kind::Hello(_) => return Err(bad("a session says hello once")),
-        client_op::Kind::Submit(spec) => {
-            let mut spec: TaskSpec = spec
-                .try_into()
-                .map_err(|e: starling_proto::wire::DecodeError| bad(&e.0))?;
+    match op {
+        ClientOp::Hello(_) => return Err(bad("a session says hello once")),
+        ClientOp::Submit(mut spec) => {
             spec.job = job;
             own_id(client, spec.id.0, "submit task")?;
             for arg in &spec.args {
@@ -1181,9 +1160,9 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             st.out.subscribers.entry(ret).or_default().push(client);
             reactor::on_submit(&mut st.core, &mut st.out, spec);
         }
-        client_op::Kind::Put(v) => {
-            let object = ObjectId(v.object);
-            let Some(object_value::Kind::Inline(bytes)) = v.kind else {
+        ClientOp::Put(v) => {
+            let object = v.object;
+            let Value::Inline(bytes) = v.value else {
                 return Err(bad("put without an inline value"));
             };
             own_id(client, object.0, "put object")?;
@@ -1195,9 +1174,9 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
             st.out.values.insert(object, bytes);
             reactor::on_put(&mut st.core, object, HEAD_NODE, size);
         }
-        client_op::Kind::PutStored(v) => {
-            let object = ObjectId(v.object);
-            let Some(object_value::Kind::Location(l)) = v.kind else {
+        ClientOp::PutStored(v) => {
+            let object = v.object;
+            let Value::Location(l) = v.value else {
                 return Err(bad("stored put without a location"));
             };
             own_id(client, object.0, "put object")?;
@@ -1205,12 +1184,11 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
                 return Err(bad(&format!("object id {object} is already in use")));
             }
             *conn.handles.entry(object).or_default() += 1;
-            let at = if l.node == 0 { node } else { NodeId(l.node) };
+            let at = if l.node == HEAD_NODE { node } else { l.node };
             st.out.locations.insert(object, (at, l.size));
             reactor::on_put(&mut st.core, object, at, l.size);
         }
-        client_op::Kind::Release(o) => {
-            let object = ObjectId(o);
+        ClientOp::Release(object) => {
             if let Some(n) = conn.handles.get_mut(&object) {
                 *n -= 1;
                 if *n == 0 {
@@ -1219,11 +1197,10 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
                 reactor::on_release(&mut st.core, &mut st.out, object);
             }
         }
-        client_op::Kind::Subscribe(o) => {
-            same_job(&st.session_jobs, job, o, "read object")?;
-            let object = ObjectId(o);
+        ClientOp::Subscribe(object) => {
+            same_job(&st.session_jobs, job, object.0, "read object")?;
             match st.out.value_of(object) {
-                Some(v) => st.out.queue_client(client, head_op::Kind::Value(v)),
+                Some(v) => st.out.queue_client(client, HeadOp::Value(v)),
                 None if st.core.object_state(object).is_some() => {
                     st.out.subscribers.entry(object).or_default().push(client)
                 }
@@ -1233,37 +1210,37 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
                         attempt: 0,
                         kind: FailureKind::ObjectLost(object),
                     };
-                    let v = pb::ObjectValue {
-                        object: o,
-                        kind: Some(object_value::Kind::Failure((&failure).into())),
+                    let v = ObjectValue {
+                        object,
+                        value: Value::Failure(failure),
                     };
-                    st.out.queue_client(client, head_op::Kind::Value(v));
+                    st.out.queue_client(client, HeadOp::Value(v));
                 }
             }
         }
-        client_op::Kind::Cancel(t) => {
-            same_job(&st.session_jobs, job, t, "cancel task")?;
-            reactor::on_cancel(&mut st.core, &mut st.out, TaskId(t), false);
+        ClientOp::Cancel(t) => {
+            same_job(&st.session_jobs, job, t.0, "cancel task")?;
+            reactor::on_cancel(&mut st.core, &mut st.out, t, false);
         }
-        client_op::Kind::CancelForce(t) => {
-            same_job(&st.session_jobs, job, t, "cancel task")?;
-            reactor::on_cancel(&mut st.core, &mut st.out, TaskId(t), true);
+        ClientOp::CancelForce(t) => {
+            same_job(&st.session_jobs, job, t.0, "cancel task")?;
+            reactor::on_cancel(&mut st.core, &mut st.out, t, true);
         }
-        client_op::Kind::Blocked(_) => {
+        ClientOp::Blocked => {
             if let Some(w) = worker {
                 reactor::on_worker_blocked(&mut st.core, w);
             }
         }
-        client_op::Kind::Unblocked(_) => {
+        ClientOp::Unblocked => {
             if let Some(w) = worker {
                 reactor::on_worker_unblocked(&mut st.core, w);
             }
         }
-        client_op::Kind::Done(done) => {
+        ClientOp::Done(done) => {
             let Some(w) = worker else {
                 return Err(bad("only worker processes finish tasks"));
             };
-            let task = TaskId(done.task);
+            let task = done.task;
             let object = ObjectId::from(task);
             // Keep the value only if the task still runs there (not cancelled meanwhile, nor
             // moved elsewhere after its node was declared lost).
@@ -1271,24 +1248,23 @@ fn apply_client_op(st: &mut State, client: u64, op: pb::ClientOp) -> Result<(), 
                 st.core.task_state(task),
                 Some(starling_scheduler::TaskState::Running { worker, .. }) if *worker == w
             );
-            let kind = done.kind.ok_or_else(|| bad("task result without a kind"))?;
-            let outcome = match kind {
-                task_done::Kind::Inline(bytes) => {
+            let outcome = match done.outcome {
+                Outcome::Inline(bytes) => {
                     let size = bytes.len() as u64;
                     if live {
                         st.out.values.insert(object, bytes);
                     }
                     TaskOutcome::Stored { size }
                 }
-                task_done::Kind::Stored(size) => {
+                Outcome::Stored(size) => {
                     if live {
                         st.out.locations.insert(object, (node, size));
                     }
                     TaskOutcome::Stored { size }
                 }
-                task_done::Kind::Failed(e) => TaskOutcome::Failed(RemoteError::from(e)),
-                task_done::Kind::BadArgument(e) => TaskOutcome::BadArgument(RemoteError::from(e)),
-                task_done::Kind::FunctionNotFound(build) => TaskOutcome::FunctionNotFound { build },
+                Outcome::Failed(e) => TaskOutcome::Failed(e),
+                Outcome::BadArgument(e) => TaskOutcome::BadArgument(e),
+                Outcome::FunctionNotFound(build) => TaskOutcome::FunctionNotFound { build },
             };
             reactor::on_task_runtime(&mut st.core, task, done.runtime_us);
             reactor::on_task_done(&mut st.core, &mut st.out, w, task, outcome);
@@ -1323,9 +1299,9 @@ mod tests {
     #[test]
     fn a_stopping_head_takes_nothing_new_and_changes_nothing() {
         let (dir, head) = test_head("stopping");
-        let node_hello = pb::NodeHello {
+        let node_hello = NodeHello {
             version: starling_proto::PROTOCOL_VERSION,
-            resources: Some((&ResourceSet::cpus(1.0)).into()),
+            resources: ResourceSet::cpus(1.0),
             ..Default::default()
         };
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
@@ -1337,7 +1313,7 @@ mod tests {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let again = head.open_node(&node_hello, tx).unwrap_err();
         assert_eq!(again.code(), tonic::Code::Unavailable, "{again:?}");
-        let hello = pb::Hello {
+        let hello = Hello {
             version: starling_proto::PROTOCOL_VERSION,
             ..Default::default()
         };
@@ -1361,7 +1337,7 @@ mod tests {
     #[test]
     fn quiet_sessions_are_told_the_head_is_alive() {
         let (dir, head) = test_head("alive");
-        let hello = pb::Hello {
+        let hello = Hello {
             version: starling_proto::PROTOCOL_VERSION,
             ..Default::default()
         };
@@ -1375,17 +1351,17 @@ mod tests {
             .unwrap();
         let ops = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<_>| {
             let mut kinds = Vec::new();
-            while let Ok(Ok::<pb::HeadBatch, Status>(batch)) = rx.try_recv() {
-                kinds.extend(batch.ops.into_iter().filter_map(|op| op.kind));
+            while let Ok(Ok::<HeadBatch, Status>(batch)) = rx.try_recv() {
+                kinds.extend(batch.ops);
             }
             kinds
         };
-        assert!(matches!(ops(&mut busy)[..], [head_op::Kind::Welcome(_)]));
-        assert!(matches!(ops(&mut quiet)[..], [head_op::Kind::Welcome(_)]));
+        assert!(matches!(ops(&mut busy)[..], [HeadOp::Welcome(_)]));
+        assert!(matches!(ops(&mut quiet)[..], [HeadOp::Welcome(_)]));
         let tell = |head: &Head, busy_session: Option<u64>| {
             let mut g = head.state.lock();
             if let Some(c) = busy_session {
-                g.out.queue_client(c, head_op::Kind::Cancel(7));
+                g.out.queue_client(c, HeadOp::Cancel(TaskId(7)));
             }
             g.out.tell_quiet_sessions();
             head.take_outgoing(&mut g).send();
@@ -1396,10 +1372,10 @@ mod tests {
         assert!(ops(&mut quiet).is_empty());
         // One period later, only the session that got nothing is told.
         tell(&head, Some(b));
-        assert!(matches!(ops(&mut busy)[..], [head_op::Kind::Cancel(7)]));
-        assert!(matches!(ops(&mut quiet)[..], [head_op::Kind::Alive(true)]));
+        assert!(matches!(ops(&mut busy)[..], [HeadOp::Cancel(TaskId(7))]));
+        assert!(matches!(ops(&mut quiet)[..], [HeadOp::Alive]));
         tell(&head, None);
-        assert!(matches!(ops(&mut busy)[..], [head_op::Kind::Alive(true)]));
+        assert!(matches!(ops(&mut busy)[..], [HeadOp::Alive]));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -4,26 +4,47 @@
 use std::time::Duration;
 
 use starling_head::{serve, HeadConfig};
-use starling_proto::pb::{self, client_op, head_op};
+use starling_proto::chunks::FetchRequest;
+use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::security::{AuthChannel, Credentials, Token};
+use starling_proto::session::{
+    ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, Value, Welcome,
+};
+use starling_proto::status::StatusRequest;
+use starling_proto::{
+    JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskArg, TaskId, TaskSpec,
+};
 use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-fn hello(version: u32) -> pb::ClientBatch {
-    let hello = pb::Hello {
+fn hello(version: u32) -> ClientBatch {
+    let hello = Hello {
         version,
         build: "0123abcd".into(),
-        node: 0,
-        job: 0,
+        node: NodeId(0),
+        job: JobId(0),
         is_worker: false,
         pid: 1,
     };
-    pb::ClientBatch {
-        ops: vec![pb::ClientOp {
-            kind: Some(client_op::Kind::Hello(hello)),
-        }],
+    ClientBatch {
+        ops: vec![ClientOp::Hello(hello)],
+    }
+}
+
+/// A task calling `function` with `args`, everything else left at its default.
+fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
+    TaskSpec {
+        id: TaskId(id),
+        function: function.into(),
+        args,
+        resources: ResourceSet::new(),
+        max_retries: 0,
+        retry_exceptions: false,
+        strategy: SchedulingStrategy::Default,
+        attempt: 0,
+        job: JobId(0),
     }
 }
 
@@ -36,10 +57,7 @@ fn config(dir: &std::path::Path) -> HeadConfig {
     c
 }
 
-async fn client_with(
-    addr: std::net::SocketAddr,
-    token: Option<&str>,
-) -> pb::head_client::HeadClient<AuthChannel> {
+async fn client_with(addr: std::net::SocketAddr, token: Option<&str>) -> HeadClient<AuthChannel> {
     let creds = Credentials {
         token: token.map(|t| Token::parse(t).unwrap()),
         tls_ca: None,
@@ -50,18 +68,15 @@ async fn client_with(
         .connect()
         .await
         .expect("connect");
-    pb::head_client::HeadClient::new(creds.intercept(channel))
+    HeadClient::new(creds.intercept(channel))
 }
 
-async fn client(addr: std::net::SocketAddr) -> pb::head_client::HeadClient<AuthChannel> {
+async fn client(addr: std::net::SocketAddr) -> HeadClient<AuthChannel> {
     client_with(addr, Some(TOKEN)).await
 }
 
 /// Opens a session with `first` as the first batch and returns the head's first reply.
-async fn open(
-    addr: std::net::SocketAddr,
-    first: pb::ClientBatch,
-) -> Result<pb::HeadBatch, tonic::Status> {
+async fn open(addr: std::net::SocketAddr, first: ClientBatch) -> Result<HeadBatch, tonic::Status> {
     let mut c = client(addr).await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tx.send(first).unwrap();
@@ -97,10 +112,8 @@ async fn bad_clients_are_refused_and_good_ones_still_served() {
         );
 
         // A session that does not start with hello.
-        let not_hello = pb::ClientBatch {
-            ops: vec![pb::ClientOp {
-                kind: Some(client_op::Kind::Release(7)),
-            }],
+        let not_hello = ClientBatch {
+            ops: vec![ClientOp::Release(ObjectId(7))],
         };
         let err = open(addr, not_hello).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
@@ -117,10 +130,10 @@ async fn bad_clients_are_refused_and_good_ones_still_served() {
         let ok = open(addr, hello(starling_proto::PROTOCOL_VERSION))
             .await
             .unwrap();
-        assert!(matches!(ok.ops[0].kind, Some(head_op::Kind::Welcome(_))));
+        assert!(matches!(ok.ops[0], HeadOp::Welcome(_)));
         let status = client(addr)
             .await
-            .status(pb::StatusRequest { job: 0 })
+            .status(StatusRequest { job: JobId(0) })
             .await
             .unwrap()
             .into_inner();
@@ -138,13 +151,8 @@ async fn a_malformed_task_is_refused_with_a_clear_status() {
         let dir = temp_dir("malformed");
         let head = serve(config(&dir)).await.unwrap();
         let mut batch = hello(starling_proto::PROTOCOL_VERSION);
-        // A task without a function name.
-        batch.ops.push(pb::ClientOp {
-            kind: Some(client_op::Kind::Submit(pb::TaskSpec {
-                task_id: 1,
-                ..Default::default()
-            })),
-        });
+        // A task without a function name: it encodes, and the head's codec refuses it.
+        batch.ops.push(ClientOp::Submit(task(1, "", vec![])));
         let err = open(head.addr(), batch).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().contains("function name"), "{}", err.message());
@@ -166,7 +174,7 @@ async fn calls_without_the_cluster_token_are_refused() {
         for token in [None, Some("wrong-token")] {
             let err = client_with(addr, token)
                 .await
-                .status(pb::StatusRequest { job: 0 })
+                .status(StatusRequest { job: JobId(0) })
                 .await
                 .unwrap_err();
             assert_eq!(err.code(), tonic::Code::Unauthenticated, "{token:?}");
@@ -187,7 +195,7 @@ async fn calls_without_the_cluster_token_are_refused() {
         assert_eq!(head.token(), &Token::parse(TOKEN).unwrap());
         client(addr)
             .await
-            .status(pb::StatusRequest { job: 0 })
+            .status(StatusRequest { job: JobId(0) })
             .await
             .expect("the right token is accepted");
         head.shutdown().await;
@@ -202,8 +210,8 @@ async fn id_base(addr: std::net::SocketAddr) -> u64 {
     let first = open(addr, hello(starling_proto::PROTOCOL_VERSION))
         .await
         .expect("welcomed");
-    match &first.ops[0].kind {
-        Some(head_op::Kind::Welcome(w)) => w.id_base,
+    match &first.ops[0] {
+        HeadOp::Welcome(w) => w.id_base,
         other => panic!("no welcome: {other:?}"),
     }
 }
@@ -236,9 +244,9 @@ async fn ids_never_repeat_across_restarts_of_a_head() {
 
 /// A driver session kept open: its sender, its replies, its welcome.
 struct Session {
-    tx: tokio::sync::mpsc::UnboundedSender<pb::ClientBatch>,
-    replies: tonic::Streaming<pb::HeadBatch>,
-    welcome: pb::Welcome,
+    tx: tokio::sync::mpsc::UnboundedSender<ClientBatch>,
+    replies: tonic::Streaming<HeadBatch>,
+    welcome: Welcome,
 }
 
 async fn session(addr: std::net::SocketAddr) -> Session {
@@ -251,8 +259,8 @@ async fn session(addr: std::net::SocketAddr) -> Session {
         .expect("a session")
         .into_inner();
     let first = replies.next().await.expect("a reply").expect("welcomed");
-    let welcome = match &first.ops[0].kind {
-        Some(head_op::Kind::Welcome(w)) => *w,
+    let welcome = match &first.ops[0] {
+        HeadOp::Welcome(w) => w.clone(),
         other => panic!("no welcome: {other:?}"),
     };
     Session {
@@ -263,12 +271,8 @@ async fn session(addr: std::net::SocketAddr) -> Session {
 }
 
 impl Session {
-    fn send(&self, kind: client_op::Kind) {
-        self.tx
-            .send(pb::ClientBatch {
-                ops: vec![pb::ClientOp { kind: Some(kind) }],
-            })
-            .unwrap();
+    fn send(&self, op: ClientOp) {
+        self.tx.send(ClientBatch { ops: vec![op] }).unwrap();
     }
 
     /// The status the head ended this session with.
@@ -284,7 +288,7 @@ impl Session {
 }
 
 /// An op a session of another job tries, made from that session.
-type Attempt = Box<dyn Fn(&Session) -> client_op::Kind>;
+type Attempt = Box<dyn Fn(&Session) -> ClientOp>;
 
 /// A session reaches only its own job's objects and tasks, whatever ids it names: it cannot
 /// read another job's object (over its session or with `Fetch` and a job credential), pass it
@@ -298,71 +302,68 @@ async fn a_session_reaches_only_its_own_job_s_objects_and_tasks() {
         // Job A puts a value the head holds, and keeps its session (so the value lives).
         let a = session(addr).await;
         let secret = a.welcome.id_base | 1;
-        a.send(client_op::Kind::Put(pb::ObjectValue {
-            object: secret,
-            kind: Some(pb::object_value::Kind::Inline(b"job A's secret".to_vec())),
+        a.send(ClientOp::Put(ObjectValue {
+            object: ObjectId(secret),
+            value: Value::Inline(b"job A's secret".to_vec()),
         }));
         // Its own session reads it back: the put landed.
-        a.send(client_op::Kind::Subscribe(secret));
+        a.send(ClientOp::Subscribe(ObjectId(secret)));
         let mut a = a;
         let value = loop {
             let batch = a.replies.next().await.expect("a reply").expect("no error");
-            if let Some(v) = batch.ops.into_iter().find_map(|op| match op.kind {
-                Some(head_op::Kind::Value(v)) if v.object == secret => Some(v),
+            if let Some(v) = batch.ops.into_iter().find_map(|op| match op {
+                HeadOp::Value(v) if v.object == ObjectId(secret) => Some(v),
                 _ => None,
             }) {
                 break v;
             }
         };
-        assert_eq!(
-            value.kind,
-            Some(pb::object_value::Kind::Inline(b"job A's secret".to_vec()))
-        );
-        let job_a = starling_proto::JobId(a.welcome.job);
+        assert_eq!(value.value, Value::Inline(b"job A's secret".to_vec()));
+        let job_a = a.welcome.job;
 
-        let spec = |id: u64, args: Vec<pb::TaskArg>| pb::TaskSpec {
-            task_id: id,
-            function: "f".into(),
-            args,
-            ..Default::default()
-        };
+        let spec = |id: u64, args: Vec<TaskArg>| task(id, "f", args);
         let attempts: Vec<(&str, Attempt)> = vec![
-            ("read object", Box::new(move |_| client_op::Kind::Subscribe(secret))),
+            (
+                "read object",
+                Box::new(move |_| ClientOp::Subscribe(ObjectId(secret))),
+            ),
             (
                 "pass object",
                 Box::new(move |b| {
-                    client_op::Kind::Submit(spec(
+                    ClientOp::Submit(spec(
                         b.welcome.id_base | 1,
-                        vec![pb::TaskArg {
-                            kind: Some(pb::task_arg::Kind::Object(secret)),
-                        }],
+                        vec![TaskArg::Object(ObjectId(secret))],
                     ))
                 }),
             ),
             (
                 "cancel task",
-                Box::new(move |_| client_op::Kind::Cancel(secret)),
+                Box::new(move |_| ClientOp::Cancel(TaskId(secret))),
             ),
             (
                 "submit task",
-                Box::new(move |_| client_op::Kind::Submit(spec(secret + 1, vec![]))),
+                Box::new(move |_| ClientOp::Submit(spec(secret + 1, vec![]))),
             ),
             (
                 "put object",
                 Box::new(move |_| {
-                    client_op::Kind::Put(pb::ObjectValue {
-                        object: secret + 2,
-                        kind: Some(pb::object_value::Kind::Inline(b"planted".to_vec())),
+                    ClientOp::Put(ObjectValue {
+                        object: ObjectId(secret + 2),
+                        value: Value::Inline(b"planted".to_vec()),
                     })
                 }),
             ),
         ];
         for (what, op) in attempts {
             let b = session(addr).await;
-            assert_ne!(b.welcome.job, job_a.0);
+            assert_ne!(b.welcome.job, job_a);
             b.send(op(&b));
             let refusal = b.refusal().await;
-            assert_eq!(refusal.code(), tonic::Code::PermissionDenied, "{what}: {refusal:?}");
+            assert_eq!(
+                refusal.code(),
+                tonic::Code::PermissionDenied,
+                "{what}: {refusal:?}"
+            );
             assert!(
                 refusal.message().contains(&format!("cannot {what}")),
                 "{what}: {}",
@@ -373,29 +374,39 @@ async fn a_session_reaches_only_its_own_job_s_objects_and_tasks() {
         // Fetch with a job credential: job A's reads its value, another job's is refused.
         let cluster = Token::parse(TOKEN).unwrap();
         let fetch = |job: u64| {
-            let token = cluster.for_job(starling_proto::JobId(job));
+            let token = cluster.for_job(JobId(job));
             async move {
                 client_with(addr, Some(token.expose()))
                     .await
-                    .fetch(pb::FetchRequest {
-                        object: secret,
+                    .fetch(FetchRequest {
+                        object: ObjectId(secret),
                         epoch: 0,
                     })
                     .await
             }
         };
-        let mut own = fetch(job_a.0).await.expect("job A fetches its own").into_inner();
+        let mut own = fetch(job_a.0)
+            .await
+            .expect("job A fetches its own")
+            .into_inner();
         let chunk = own.next().await.expect("a chunk").expect("no error");
         assert_eq!(chunk.data, b"job A's secret");
-        let other = fetch(job_a.0 + 1).await.expect_err("another job's credential");
+        let other = fetch(job_a.0 + 1)
+            .await
+            .expect_err("another job's credential");
         assert_eq!(other.code(), tonic::Code::PermissionDenied, "{other:?}");
 
         // Job A's value is still there: none of it touched it.
-        a.send(client_op::Kind::Subscribe(secret));
-        let batch = a.replies.next().await.expect("a reply").expect("job A's session lives");
+        a.send(ClientOp::Subscribe(ObjectId(secret)));
+        let batch = a
+            .replies
+            .next()
+            .await
+            .expect("a reply")
+            .expect("job A's session lives");
         assert!(batch.ops.iter().any(|op| matches!(
-            &op.kind,
-            Some(head_op::Kind::Value(v)) if v.kind == Some(pb::object_value::Kind::Inline(b"job A's secret".to_vec()))
+            op,
+            HeadOp::Value(v) if v.value == Value::Inline(b"job A's secret".to_vec())
         )));
         // A graceful shutdown waits for open sessions.
         drop(a);

@@ -26,9 +26,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
-use starling_proto::pb::head_client::HeadClient;
+use starling_proto::chunks::BinaryRef;
+use starling_proto::is_build_id;
+use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::security::AuthChannel;
-use starling_proto::{is_build_id, pb};
 use tokio::io::AsyncWriteExt;
 
 use super::error::AgentError;
@@ -187,7 +188,7 @@ impl BinaryCache {
         let mut chunks = self
             .head
             .clone()
-            .get_binary(pb::BinaryRef {
+            .get_binary(BinaryRef {
                 build: build.to_string(),
             })
             .await

@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use parking_lot::Mutex;
-use starling_proto::{pb, ObjectId};
+use starling_proto::node::StoreUsage;
+use starling_proto::ObjectId;
 
 /// The store and spill directories of one node.
 #[derive(Debug)]
@@ -103,7 +104,7 @@ impl Disk {
 
     /// Spills the oldest objects while the store is over its cap, then measures both
     /// directories. Returns the usage and the objects spilled (oldest first).
-    pub(crate) fn maintain(&self) -> io::Result<(pb::StoreUsage, Vec<ObjectId>)> {
+    pub(crate) fn maintain(&self) -> io::Result<(StoreUsage, Vec<ObjectId>)> {
         let mut store = scan(&self.store)?;
         let mut memory: u64 = store.iter().map(|e| e.len).sum();
         let mut spilled_now = Vec::new();
@@ -124,7 +125,7 @@ impl Disk {
         let spill = scan(&self.spill)?;
         let objects = store.iter().filter(|e| e.object.is_some()).count() - spilled_now.len()
             + spill.iter().filter(|e| e.object.is_some()).count();
-        let usage = pb::StoreUsage {
+        let usage = StoreUsage {
             memory_bytes: memory,
             spilled_bytes: spill.iter().map(|e| e.len).sum(),
             objects: objects as u64,

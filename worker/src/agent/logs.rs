@@ -23,6 +23,7 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
+use starling_proto::node::{JobLog, NodeBatch, NodeOp};
 use starling_proto::TaskId;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -183,19 +184,16 @@ impl LineSplitter {
 #[derive(Clone, Debug)]
 pub(crate) struct Tee {
     pub job: starling_proto::JobId,
-    pub tx: tokio::sync::mpsc::UnboundedSender<starling_proto::pb::NodeBatch>,
+    pub tx: tokio::sync::mpsc::UnboundedSender<NodeBatch>,
 }
 
 impl Tee {
     fn send(&self, text: &str) {
-        use starling_proto::pb;
-        let op = pb::NodeOp {
-            kind: Some(pb::node_op::Kind::JobLog(pb::JobLog {
-                job: self.job.0,
-                data: text.as_bytes().to_vec(),
-            })),
-        };
-        let _ = self.tx.send(pb::NodeBatch { ops: vec![op] });
+        let op = NodeOp::JobLog(JobLog {
+            job: self.job,
+            data: text.as_bytes().to_vec(),
+        });
+        let _ = self.tx.send(NodeBatch { ops: vec![op] });
     }
 }
 

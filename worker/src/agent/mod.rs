@@ -50,10 +50,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use starling_proto::pb::head_to_node_op::Kind as HeadKind;
-use starling_proto::pb::node_op::Kind as NodeKind;
+use starling_proto::node::{
+    HeadToNodeBatch, HeadToNodeOp, NodeBatch, NodeHello, NodeOp, StoreUsage, WorkerExit,
+};
+use starling_proto::rpc::object_service_server::ObjectServiceServer;
 use starling_proto::security::{AuthChannel, Credentials, RequireToken, UNAUTHENTICATED_HINT};
-use starling_proto::{pb, JobId, NodeId, ObjectId, ResourceSet};
+use starling_proto::{JobId, NodeId, ObjectId, ResourceSet};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -227,17 +229,17 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         Some(_) => format!("https://{object_socket}"),
         None => object_socket.to_string(),
     };
-    let head = pb::head_client::HeadClient::new(config.credentials.intercept(channel))
+    let head = HeadClient::new(config.credentials.intercept(channel))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
-    let hello = pb::NodeHello {
+    let hello = NodeHello {
         version: starling_proto::PROTOCOL_VERSION,
-        resources: Some(pb::Resources::from(&config.resources)),
+        resources: config.resources.clone(),
         object_address: object_address.clone(),
         pool: config.pool.clone(),
         store_dir: store_dir.display().to_string(),
-        previous_id: 0,
+        previous_id: None,
         pid: std::process::id(),
         gpu_ids: config.gpu_ids.clone(),
     };
@@ -270,10 +272,9 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         }
     }
     let (object_stop, object_stopped) = oneshot::channel::<()>();
-    let service =
-        pb::object_service_server::ObjectServiceServer::new(ObjectServer { disk: disk.clone() })
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let service = ObjectServiceServer::new(ObjectServer { disk: disk.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     // Other nodes and drivers fetch objects with the cluster token, as they call the head.
     let check = config.credentials.token.as_ref().map(|t| {
         RequireToken::new(
@@ -369,7 +370,7 @@ impl Interceptor for OptionalToken {
 /// when the head is lost.
 struct Agent {
     config: AgentConfig,
-    hello: pb::NodeHello,
+    hello: NodeHello,
     endpoint: Endpoint,
     store_dir: PathBuf,
     spill_dir: PathBuf,
@@ -482,7 +483,7 @@ impl Agent {
         let mut backoff = Duration::from_millis(100);
         // Ask for the old id back: a restarted head gives it unless another node has it.
         let mut hello = self.hello.clone();
-        hello.previous_id = self.node.load(Ordering::Relaxed);
+        hello.previous_id = Some(NodeId(self.node.load(Ordering::Relaxed)));
         for attempt in 1.. {
             if *self.stop.borrow() {
                 return Ok(None);
@@ -501,11 +502,9 @@ impl Agent {
             let try_until = Instant::now() + left.min(Duration::from_secs(5));
             let tried = match connect_once(&self.endpoint, try_until).await {
                 Ok(channel) => {
-                    let head = pb::head_client::HeadClient::new(
-                        self.config.credentials.intercept(channel),
-                    )
-                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    let head = HeadClient::new(self.config.credentials.intercept(channel))
+                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
                     register(&self.config.head, head, hello.clone(), try_until).await
                 }
                 Err(e) => Err(e),
@@ -539,13 +538,13 @@ impl Agent {
 }
 
 /// What one store maintenance pass returns: the usage and the objects it spilled.
-type Maintained = std::io::Result<(pb::StoreUsage, Vec<ObjectId>)>;
+type Maintained = std::io::Result<(StoreUsage, Vec<ObjectId>)>;
 
 /// The agent loop's state for one registration; see the module docs.
 struct Loop {
     instances: Instances,
-    outbound: mpsc::UnboundedSender<pb::NodeBatch>,
-    inbound: Streaming<pb::HeadToNodeBatch>,
+    outbound: mpsc::UnboundedSender<NodeBatch>,
+    inbound: Streaming<HeadToNodeBatch>,
     supervisor: Supervisor,
     events: mpsc::UnboundedReceiver<ProcEvent>,
     disk: Arc<Disk>,
@@ -569,7 +568,7 @@ impl Drop for OwnedDirs {
 }
 
 impl Loop {
-    async fn run(mut self, heartbeat: Duration, early: Vec<HeadKind>) -> Result<(), String> {
+    async fn run(mut self, heartbeat: Duration, early: Vec<HeadToNodeOp>) -> Result<(), String> {
         for op in early {
             self.on_head_op(op).await;
         }
@@ -583,7 +582,7 @@ impl Loop {
                 () = stopped(&mut self.stop) => break Ok(()),
                 msg = self.inbound.message() => match msg {
                     Ok(Some(b)) => {
-                        for op in b.ops.into_iter().filter_map(|op| op.kind) {
+                        for op in b.ops {
                             self.on_head_op(op).await;
                         }
                     }
@@ -602,44 +601,43 @@ impl Loop {
         outcome
     }
 
-    fn send(&self, ops: Vec<NodeKind>) {
+    fn send(&self, ops: Vec<NodeOp>) {
         // A closed stream shows up on the inbound side; nothing to do here.
         let _ = self.outbound.send(batch(ops));
     }
 
-    async fn on_head_op(&mut self, op: HeadKind) {
+    async fn on_head_op(&mut self, op: HeadToNodeOp) {
         match op {
-            HeadKind::NodeId(id) => {
+            HeadToNodeOp::NodeId(id) => {
                 self.log
-                    .line(format_args!("ignoring a second node id N{id}"));
+                    .line(format_args!("ignoring a second node id {id}"));
             }
-            HeadKind::StartWorkers(s) => {
+            HeadToNodeOp::StartWorkers(s) => {
                 self.supervisor
-                    .start_workers(JobId(s.job), &s.build, s.count)
+                    .start_workers(s.job, &s.build, s.count)
                     .await;
             }
-            HeadKind::StopJob(job) => {
-                let job = JobId(job);
+            HeadToNodeOp::StopJob(job) => {
                 let instance = self.instances.stop(job).await;
                 self.supervisor.stop_job(job).await;
                 if instance {
                     // After the entrypoint's exit and every line of output (one ordered stream).
-                    self.send(vec![NodeKind::JobStopped(job.0)]);
+                    self.send(vec![NodeOp::JobStopped(job)]);
                 }
             }
-            HeadKind::JobInstance(ji) => {
+            HeadToNodeOp::JobInstance(ji) => {
                 let job = JobId(ji.job);
                 self.instances.on_instance(ji);
                 if let Some(tee) = self.instances.tee(job) {
                     self.supervisor.tee(tee);
                 }
             }
-            HeadKind::FreeObject(object) => {
+            HeadToNodeOp::FreeObject(object) => {
                 let (disk, log) = (self.disk.clone(), self.log.clone());
                 // Off the loop: a delete on a slow disk must not delay heartbeats.
                 tokio::task::spawn_blocking(move || {
-                    if let Err(e) = disk.free(ObjectId(object)) {
-                        log.line(format_args!("cannot free O{object}: {e}"));
+                    if let Err(e) = disk.free(object) {
+                        log.line(format_args!("cannot free {object}: {e}"));
                     }
                 });
             }
@@ -649,11 +647,7 @@ impl Loop {
     async fn on_event(&mut self, event: ProcEvent) {
         match event {
             ProcEvent::Exited { job, pid, code } => {
-                self.send(vec![NodeKind::WorkerExit(pb::WorkerExit {
-                    job: job.0,
-                    pid,
-                    code,
-                })]);
+                self.send(vec![NodeOp::WorkerExit(WorkerExit { job, pid, code })]);
                 self.supervisor.on_exit(job, pid, code).await;
             }
             ProcEvent::Binary { job, result } => self.supervisor.on_binary(job, result).await,
@@ -661,7 +655,7 @@ impl Loop {
     }
 
     async fn on_tick(&mut self) {
-        self.send(vec![NodeKind::Heartbeat(true)]);
+        self.send(vec![NodeOp::Heartbeat]);
         if self.maintenance.is_none() {
             let disk = self.disk.clone();
             self.maintenance = Some(tokio::task::spawn_blocking(move || disk.maintain()));
@@ -680,7 +674,7 @@ impl Loop {
                         usage.memory_bytes
                     ));
                 }
-                self.send(vec![NodeKind::Usage(usage)]);
+                self.send(vec![NodeOp::Usage(usage)]);
             }
             Ok(Err(e)) => self
                 .log

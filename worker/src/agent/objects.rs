@@ -11,8 +11,9 @@
 
 use std::sync::Arc;
 
+use starling_proto::chunks::{Chunk, FetchRequest};
+use starling_proto::rpc::object_service_server::ObjectService;
 use starling_proto::store_file::{HeaderError, StoreHeader, HEADER_LEN};
-use starling_proto::{pb, ObjectId};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -30,16 +31,16 @@ pub(crate) struct ObjectServer {
 }
 
 #[tonic::async_trait]
-impl pb::object_service_server::ObjectService for ObjectServer {
-    type FetchStream = ReceiverStream<Result<pb::Chunk, Status>>;
+impl ObjectService for ObjectServer {
+    type FetchStream = ReceiverStream<Result<Chunk, Status>>;
 
     async fn fetch(
         &self,
-        request: Request<pb::FetchRequest>,
+        request: Request<FetchRequest>,
     ) -> Result<Response<Self::FetchStream>, Status> {
         let scope = starling_proto::security::Scope::of(&request);
         let request = request.into_inner();
-        let id = ObjectId(request.object);
+        let id = request.object;
         let (mut file, path) = self.disk.open(id).await.map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 Status::not_found(format!(

@@ -65,23 +65,23 @@ pub(super) async fn route_to(uri: &str) -> IpAddr {
 /// with the id (handled first).
 pub(super) struct Session {
     pub(super) node: NodeId,
-    pub(super) outbound: mpsc::UnboundedSender<pb::NodeBatch>,
-    pub(super) inbound: Streaming<pb::HeadToNodeBatch>,
-    pub(super) early: Vec<HeadKind>,
+    pub(super) outbound: mpsc::UnboundedSender<NodeBatch>,
+    pub(super) inbound: Streaming<HeadToNodeBatch>,
+    pub(super) early: Vec<HeadToNodeOp>,
 }
 
 /// The head's client, with the cluster token on every call.
-pub(super) type HeadClient = pb::head_client::HeadClient<AuthChannel>;
+pub(super) type HeadClient = starling_proto::rpc::head_client::HeadClient<AuthChannel>;
 
 /// Opens `Attach` with `hello` and waits for the node id, until `deadline`.
 pub(super) async fn register(
     addr: &str,
     mut head: HeadClient,
-    hello: pb::NodeHello,
+    hello: NodeHello,
     deadline: Instant,
 ) -> Result<Session, AgentError> {
     let (outbound, outbound_rx) = mpsc::unbounded_channel();
-    let _ = outbound.send(batch(vec![NodeKind::Hello(hello)]));
+    let _ = outbound.send(batch(vec![NodeOp::Hello(hello)]));
     let refused = |message: String| AgentError::Refused { message };
     let status_error = |status: tonic::Status| match status.code() {
         tonic::Code::Unauthenticated => AgentError::Unauthenticated {
@@ -113,9 +113,9 @@ pub(super) async fn register(
         match next {
             Ok(Some(b)) => {
                 let mut node = None;
-                for op in b.ops.into_iter().filter_map(|op| op.kind) {
+                for op in b.ops {
                     match op {
-                        HeadKind::NodeId(id) if node.is_none() => node = Some(NodeId(id)),
+                        HeadToNodeOp::NodeId(id) if node.is_none() => node = Some(id),
                         other => early.push(other),
                     }
                 }
@@ -138,11 +138,6 @@ pub(super) async fn register(
     }
 }
 
-pub(super) fn batch(ops: Vec<NodeKind>) -> pb::NodeBatch {
-    pb::NodeBatch {
-        ops: ops
-            .into_iter()
-            .map(|k| pb::NodeOp { kind: Some(k) })
-            .collect(),
-    }
+pub(super) fn batch(ops: Vec<NodeOp>) -> NodeBatch {
+    NodeBatch { ops }
 }

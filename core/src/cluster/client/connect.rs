@@ -24,21 +24,19 @@ pub(crate) async fn connect_channel(
         .map_err(|why| unreachable(format!("no answer within {timeout:?} ({why})")))
 }
 
-pub(super) type Opened = (Outbound, pb::Welcome, (Vec<pb::HeadOp>, Incoming));
+pub(super) type Opened = (Outbound, Welcome, (Vec<HeadOp>, Incoming));
 
 /// Opens a `Session` stream that starts with `hello` and waits for the head's welcome.
 pub(super) async fn open_stream(
     addr: &str,
     creds: &Credentials,
-    hello: pb::Hello,
+    hello: Hello,
     timeout: Duration,
 ) -> Result<Opened> {
     let (tx, rx) = Outbound::new();
-    tx.send(pb::ClientOp {
-        kind: Some(client_op::Kind::Hello(hello)),
-    });
+    tx.send(ClientOp::Hello(hello));
     let channel = connect_channel(creds, addr, timeout).await?;
-    let mut head = pb::head_client::HeadClient::new(channel)
+    let mut head = HeadClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let refused = |s: tonic::Status| Error::from_status(addr, &s);
@@ -47,8 +45,8 @@ pub(super) async fn open_stream(
     let mut ops = first.map(|b| b.ops).unwrap_or_default().into_iter();
     let welcome = ops
         .next()
-        .and_then(|op| match op.kind {
-            Some(head_op::Kind::Welcome(w)) => Some(w),
+        .and_then(|op| match op {
+            HeadOp::Welcome(w) => Some(w),
             _ => None,
         })
         .ok_or_else(|| Error::Refused {
@@ -56,27 +54,29 @@ pub(super) async fn open_stream(
             message: "the head did not welcome the session".into(),
         })?;
     // The welcome may share its batch with the first tasks for a worker.
-    let rest: Vec<pb::HeadOp> = ops.collect();
+    let rest: Vec<HeadOp> = ops.collect();
     Ok((tx, welcome, (rest, Box::pin(incoming) as Incoming)))
 }
 
-pub(super) fn driver_hello(build: String) -> pb::Hello {
-    pb::Hello {
+pub(super) fn driver_hello(build: String) -> Hello {
+    Hello {
         version: starling_proto::PROTOCOL_VERSION,
         build,
-        node: 0,
+        node: NodeId(0),
         // A multi-node job's entrypoint joins its job.
-        job: std::env::var(crate::cluster::env::JOB_ID)
-            .ok()
-            .and_then(|j| j.parse().ok())
-            .unwrap_or(0),
+        job: JobId(
+            std::env::var(crate::cluster::env::JOB_ID)
+                .ok()
+                .and_then(|j| j.parse().ok())
+                .unwrap_or(0),
+        ),
         is_worker: false,
         pid: std::process::id(),
     }
 }
 
 /// A driver's hello for a local cluster, whose node agent runs this very executable.
-pub(crate) fn local_driver_hello() -> pb::Hello {
+pub(crate) fn local_driver_hello() -> Hello {
     driver_hello(build_id().to_string())
 }
 
@@ -93,8 +93,7 @@ pub(super) async fn upload_binary(
         .await
         .map_err(|e| Error::Startup(format!("cannot read {}: {e}", exe.display())))?;
     let channel = connect_channel(creds, addr, timeout).await?;
-    let mut head =
-        pb::head_client::HeadClient::new(channel).max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let mut head = HeadClient::new(channel).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let reply = head
         .put_binary(tokio_stream::iter(upload_chunks(&data)))
         .await
@@ -104,6 +103,6 @@ pub(super) async fn upload_binary(
 
 /// `data` as the chunks of a `PutBinary` upload: 1 MiB each, the total size and the build id
 /// (which the head checks) in the first (one empty chunk for empty data).
-pub(crate) fn upload_chunks(data: &[u8]) -> Vec<pb::Chunk> {
+pub(crate) fn upload_chunks(data: &[u8]) -> Vec<starling_proto::chunks::Chunk> {
     starling_proto::chunks::of_bytes(data, starling_proto::build_id_of(data))
 }

@@ -6,13 +6,13 @@ use super::*;
 /// Handles what the head pushes until the session ends.
 pub(super) async fn read_loop(
     client: std::sync::Weak<Client>,
-    (first, mut incoming): (Vec<pb::HeadOp>, Incoming),
-    runs: Option<crossbeam::channel::Sender<pb::RunTask>>,
+    (first, mut incoming): (Vec<HeadOp>, Incoming),
+    runs: Option<crossbeam::channel::Sender<RunTask>>,
 ) {
     let mut pending = Some(first);
     let end = loop {
         let next = match pending.take() {
-            Some(ops) => Ok(Some(pb::HeadBatch { ops })),
+            Some(ops) => Ok(Some(HeadBatch { ops })),
             None => {
                 use tokio_stream::StreamExt;
                 // A live head is never silent this long (it says `alive` on quiet sessions).
@@ -49,11 +49,11 @@ pub(super) async fn read_loop(
 #[derive(Default)]
 pub(super) struct LocalInbox {
     pub(super) client: OnceLock<std::sync::Weak<Client>>,
-    pub(super) early: Mutex<Vec<pb::HeadOp>>,
+    pub(super) early: Mutex<Vec<HeadOp>>,
 }
 
 impl LocalInbox {
-    pub(super) fn deliver(&self, batch: pb::HeadBatch) {
+    pub(super) fn deliver(&self, batch: HeadBatch) {
         // The lock orders deliveries with `connect_local` draining the early ones.
         let mut early = self.early.lock();
         match self.client.get().and_then(std::sync::Weak::upgrade) {
@@ -71,20 +71,20 @@ impl LocalInbox {
 impl Client {
     pub(super) fn handle_op(
         self: &Arc<Self>,
-        op: pb::HeadOp,
-        runs: Option<&crossbeam::channel::Sender<pb::RunTask>>,
+        op: HeadOp,
+        runs: Option<&crossbeam::channel::Sender<RunTask>>,
     ) {
-        match op.kind {
-            Some(head_op::Kind::Value(v)) => self.receive_value(v),
-            Some(head_op::Kind::Run(run)) => {
+        match op {
+            HeadOp::Value(v) => self.receive_value(v),
+            HeadOp::Run(run) => {
                 if let Some(r) = runs {
                     let _ = r.send(run);
                 }
             }
-            Some(head_op::Kind::Cancel(t)) => {
-                self.cancelled.lock().insert(t);
+            HeadOp::Cancel(t) => {
+                self.cancelled.lock().insert(t.0);
             }
-            Some(head_op::Kind::Welcome(_) | head_op::Kind::Alive(_)) | None => {}
+            HeadOp::Welcome(_) | HeadOp::Alive => {}
         }
     }
 
@@ -103,24 +103,19 @@ impl Client {
         true
     }
 
-    pub(super) fn receive_value(self: &Arc<Self>, v: pb::ObjectValue) {
-        let object = ObjectId(v.object);
+    pub(super) fn receive_value(self: &Arc<Self>, v: ObjectValue) {
+        let object = v.object;
         let _ = self
             .in_flight
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        match v.kind {
-            Some(object_value::Kind::Inline(bytes)) => {
+        match v.value {
+            Value::Inline(bytes) => {
                 self.store.put(object, Blob::new(bytes));
             }
-            Some(object_value::Kind::Failure(f)) => {
-                let failure = TaskFailure::try_from(f).unwrap_or(TaskFailure {
-                    task: object.task(),
-                    attempt: 0,
-                    kind: FailureKind::ObjectLost(object),
-                });
+            Value::Failure(failure) => {
                 self.store.fail(object, Arc::new(failure));
             }
-            Some(object_value::Kind::Location(location)) => {
+            Value::Location(location) => {
                 let me = self.clone();
                 self.rt.spawn(async move {
                     let spill = me.local.as_ref().map(|l| l.spill_dir.clone());
@@ -146,7 +141,7 @@ impl Client {
                                 .min(REFETCH_MAX_PAUSE);
                             tokio::time::sleep(pause).await;
                             me.in_flight.fetch_add(1, Ordering::Relaxed);
-                            me.send(client_op::Kind::Subscribe(object.0));
+                            me.send(ClientOp::Subscribe(object));
                         }
                         Err(_) => me.store.fail(
                             object,
@@ -159,18 +154,17 @@ impl Client {
                     }
                 });
             }
-            None => {}
         }
     }
 }
 
 /// A node as the head's status reports it.
-pub(crate) fn node_info(n: pb::NodeStatus) -> NodeInfo {
+pub(crate) fn node_info(n: starling_proto::status::NodeStatus) -> NodeInfo {
     NodeInfo {
-        id: NodeId(n.id),
+        id: n.id,
         address: n.address,
-        resources: n.total.map(Into::into).unwrap_or_default(),
-        available: n.available.map(Into::into).unwrap_or_default(),
+        resources: n.total,
+        available: n.available,
         alive: n.alive,
     }
 }

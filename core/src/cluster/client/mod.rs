@@ -25,8 +25,12 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
-use starling_proto::pb::{self, client_op, head_op, object_value};
+use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::security::{AuthChannel, Credentials, SILENCE_LIMIT};
+use starling_proto::session::{
+    ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, RunTask, Value, Welcome,
+};
+use starling_proto::status::{StatusReply, StatusRequest};
 use starling_proto::{
     FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId, COUNTER_MASK,
 };
@@ -131,8 +135,7 @@ enum Sink {
     },
 }
 
-type Incoming =
-    Pin<Box<dyn Stream<Item = std::result::Result<pb::HeadBatch, tonic::Status>> + Send>>;
+type Incoming = Pin<Box<dyn Stream<Item = std::result::Result<HeadBatch, tonic::Status>> + Send>>;
 
 /// What a driver needs to open a new session: the connect timeout.
 #[derive(Clone)]
@@ -142,10 +145,10 @@ struct Redial {
 
 /// What a new session is for.
 pub(crate) struct SessionKind {
-    pub hello: pb::Hello,
+    pub hello: Hello,
     pub local: Option<LocalStore>,
     /// Worker processes: where `RunTask`s go.
-    pub runs: Option<crossbeam::channel::Sender<pb::RunTask>>,
+    pub runs: Option<crossbeam::channel::Sender<RunTask>>,
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -211,7 +214,7 @@ impl Client {
         addr: &str,
         creds: Credentials,
         head: HeadService,
-        hello: pb::Hello,
+        hello: Hello,
         local: Option<LocalStore>,
         rt: tokio::runtime::Handle,
     ) -> Result<Arc<Client>> {
@@ -219,13 +222,13 @@ impl Client {
         // releasing its lock): values land in the store without a hop through a reader task.
         let inbox = Arc::new(LocalInbox::default());
         let deliver = inbox.clone();
-        let tx = ClientTx::Direct(Arc::new(move |batch: pb::HeadBatch| deliver.deliver(batch)));
+        let tx = ClientTx::Direct(Arc::new(move |batch: HeadBatch| deliver.deliver(batch)));
         let id = head
             .open_local_session(&hello, tx)
             .map_err(|s| Error::from_status(addr, &s))?;
         let mut early = inbox.early.lock();
-        let welcome = match early.first().and_then(|op| op.kind.clone()) {
-            Some(head_op::Kind::Welcome(w)) => w,
+        let welcome = match early.first() {
+            Some(HeadOp::Welcome(w)) => w.clone(),
             _ => {
                 return Err(Error::Refused {
                     addr: addr.to_string(),
@@ -258,10 +261,10 @@ impl Client {
         addr: &str,
         creds: Credentials,
         sink: Sink,
-        welcome: pb::Welcome,
-        incoming: Option<(Vec<pb::HeadOp>, Incoming)>,
+        welcome: Welcome,
+        incoming: Option<(Vec<HeadOp>, Incoming)>,
         local: Option<LocalStore>,
-        runs: Option<crossbeam::channel::Sender<pb::RunTask>>,
+        runs: Option<crossbeam::channel::Sender<RunTask>>,
         rt: tokio::runtime::Handle,
     ) -> Arc<Client> {
         let client = Arc::new(Client {
@@ -272,7 +275,7 @@ impl Client {
             id_base: AtomicU64::new(welcome.id_base),
             head_epoch: AtomicU64::new(welcome.epoch),
             next: AtomicU64::new(1),
-            job: AtomicU64::new(welcome.job),
+            job: AtomicU64::new(welcome.job.0),
             redial: Mutex::new(None),
             lost_flag: AtomicBool::new(false),
             lost: Mutex::new(None),
@@ -339,21 +342,19 @@ impl Client {
         *self.own_runtime.lock() = Some(rt);
     }
 
-    pub fn send(&self, kind: client_op::Kind) {
-        self.send_many(vec![pb::ClientOp { kind: Some(kind) }]);
+    pub fn send(&self, op: ClientOp) {
+        self.send_many(vec![op]);
     }
 
     /// Sends `ops` in order, as one batch where the transport allows: the session's I/O thread
     /// is woken once for all of them.
-    pub fn send_many(&self, ops: Vec<pb::ClientOp>) {
+    pub fn send_many(&self, ops: Vec<ClientOp>) {
         if ops.is_empty() {
             return;
         }
         match &self.sink {
             Sink::Grpc(out) => {
-                let submits = ops
-                    .iter()
-                    .any(|op| matches!(op.kind, Some(client_op::Kind::Submit(_))));
+                let submits = ops.iter().any(|op| matches!(op, ClientOp::Submit(_)));
                 let unsent = out.read().as_ref().map(|out| {
                     for op in ops {
                         out.send(op);
@@ -390,7 +391,7 @@ impl Client {
             let n = id.0 & COUNTER_MASK;
             return n != 0 && n < self.next.load(Ordering::Relaxed);
         }
-        self.send(client_op::Kind::Subscribe(id.0));
+        self.send(ClientOp::Subscribe(id));
         true
     }
 
@@ -487,7 +488,7 @@ impl Client {
         self.bases.lock().push(welcome.id_base);
         self.id_base.store(welcome.id_base, Ordering::Release);
         self.head_epoch.store(welcome.epoch, Ordering::Release);
-        self.job.store(welcome.job, Ordering::Release);
+        self.job.store(welcome.job.0, Ordering::Release);
         if let Sink::Grpc(out) = &self.sink {
             *out.write() = Some(tx);
         }
@@ -521,7 +522,7 @@ impl Client {
             }
             Ok((spec, keep)) => {
                 self.in_flight.fetch_add(1, Ordering::Relaxed);
-                self.send(client_op::Kind::Submit((&spec).into()));
+                self.send(ClientOp::Submit(spec));
                 drop(keep);
             }
             Err(failure) => self.store.fail(object, Arc::new(failure)),
@@ -552,18 +553,18 @@ impl Client {
         };
         match stored {
             Some(location) => {
-                let v = pb::ObjectValue {
-                    object: id.0,
-                    kind: Some(object_value::Kind::Location(location)),
+                let v = ObjectValue {
+                    object: id,
+                    value: Value::Location(location),
                 };
-                self.send(client_op::Kind::PutStored(v));
+                self.send(ClientOp::PutStored(v));
             }
             None => {
-                let v = pb::ObjectValue {
-                    object: id.0,
-                    kind: Some(object_value::Kind::Inline(blob.to_vec())),
+                let v = ObjectValue {
+                    object: id,
+                    value: Value::Inline(blob.to_vec()),
                 };
-                self.send(client_op::Kind::Put(v));
+                self.send(ClientOp::Put(v));
             }
         }
         self.store.put(id, blob);
@@ -573,7 +574,7 @@ impl Client {
     pub fn release(&self, id: ObjectId) {
         self.store.remove(id);
         if !self.shut_down.load(Ordering::Relaxed) {
-            self.send(client_op::Kind::Release(id.0));
+            self.send(ClientOp::Release(id));
         }
     }
 
@@ -612,11 +613,11 @@ impl Client {
         if let Some(e) = self.wait_error(id) {
             return Err(e);
         }
-        let t = id.task().0;
+        let t = id.task();
         self.send(if force {
-            client_op::Kind::CancelForce(t)
+            ClientOp::CancelForce(t)
         } else {
-            client_op::Kind::Cancel(t)
+            ClientOp::Cancel(t)
         });
         Ok(())
     }
@@ -643,14 +644,14 @@ impl Client {
     }
 
     /// The head's status report.
-    pub fn status(&self) -> Result<pb::StatusReply> {
+    pub fn status(&self) -> Result<StatusReply> {
         let job = self.job.load(Ordering::Acquire);
         let addr = self.addr.clone();
         let creds = self.creds.clone();
         let fut = async move {
             let channel = connect_channel(&creds, &addr, Duration::from_secs(5)).await?;
-            pb::head_client::HeadClient::new(channel)
-                .status(pb::StatusRequest { job })
+            HeadClient::new(channel)
+                .status(StatusRequest { job: JobId(job) })
                 .await
                 .map(|r| r.into_inner())
                 .map_err(|s| Error::from_status(&addr, &s))
@@ -715,9 +716,9 @@ impl WaitHooks for Hooks<'_> {
         if self.blocking_task {
             super::worker::task_blocked(blocked);
             let op = if blocked {
-                client_op::Kind::Blocked(true)
+                ClientOp::Blocked
             } else {
-                client_op::Kind::Unblocked(true)
+                ClientOp::Unblocked
             };
             self.client.send(op);
         }

@@ -11,7 +11,7 @@ pub(super) const MAX_UNSENT: usize = 16 * 1024;
 /// The sending side of a session's outgoing queue (one per session; dropping it ends the
 /// session's request stream and wakes any submitter waiting for room).
 pub(super) struct Outbound {
-    pub(super) tx: mpsc::UnboundedSender<pb::ClientOp>,
+    pub(super) tx: mpsc::UnboundedSender<ClientOp>,
     pub(super) unsent: Arc<Unsent>,
 }
 
@@ -62,7 +62,7 @@ impl Outbound {
         (Outbound { tx, unsent }, batcher)
     }
 
-    pub(super) fn send(&self, op: pb::ClientOp) {
+    pub(super) fn send(&self, op: ClientOp) {
         self.unsent.n.fetch_add(1, Ordering::AcqRel);
         let _ = self.tx.send(op);
     }
@@ -75,7 +75,7 @@ impl Drop for Outbound {
 }
 
 /// Batches everything queued on the channel into one message.
-pub(super) struct Batcher(mpsc::UnboundedReceiver<pb::ClientOp>, Arc<Unsent>);
+pub(super) struct Batcher(mpsc::UnboundedReceiver<ClientOp>, Arc<Unsent>);
 
 impl Drop for Batcher {
     fn drop(&mut self) {
@@ -84,25 +84,24 @@ impl Drop for Batcher {
 }
 
 impl Stream for Batcher {
-    type Item = pb::ClientBatch;
+    type Item = ClientBatch;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<pb::ClientBatch>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ClientBatch>> {
         match self.0.poll_recv(cx) {
             Poll::Ready(Some(op)) => {
-                use prost::Message;
-                let mut bytes = op.encoded_len();
+                let mut bytes = op.wire_size();
                 let mut ops = vec![op];
                 while ops.len() < 8192 && bytes < MAX_BATCH_BYTES {
                     match self.0.try_recv() {
                         Ok(op) => {
-                            bytes += op.encoded_len();
+                            bytes += op.wire_size();
                             ops.push(op);
                         }
                         Err(_) => break,
                     }
                 }
                 self.1.taken(ops.len());
-                Poll::Ready(Some(pb::ClientBatch { ops }))
+                Poll::Ready(Some(ClientBatch { ops }))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,

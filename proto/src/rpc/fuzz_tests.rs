@@ -2,21 +2,22 @@
 //! decode from the network, and against the conversions into domain types in `wire`.
 //!
 //! Each message type is seeded with valid encodings and fed mutations of them (see
-//! `starling_proto::fuzz`). Decoding must return an error or a message, never panic; a message
+//! `crate::fuzz`). Decoding must return an error or a message, never panic; a message
 //! that decodes must survive re-encoding unchanged, and its conversion (`TaskSpec`,
 //! `TaskFailure`, `ResourceSet`, ...) must return a value or a `DecodeError`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use prost::Message;
-use starling_proto::fuzz::{self, Rng};
-use starling_proto::pb::{self, client_op, head_op, head_to_node_op, node_op};
-use starling_proto::wire::{self, DecodeError};
-use starling_proto::{
+use crate::fuzz::{self, Rng};
+use crate::pb::{self, client_op, head_op, head_to_node_op, node_op};
+use crate::rpc::Wire;
+use crate::wire::{self, DecodeError};
+use crate::{
     FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy, TaskArg,
     TaskFailure, TaskId, TaskSpec,
 };
+use prost::Message;
 
 fn spec() -> TaskSpec {
     TaskSpec {
@@ -69,7 +70,7 @@ fn client_batch() -> pb::ClientBatch {
     use client_op::Kind;
     let ops = vec![
         Kind::Hello(pb::Hello {
-            version: starling_proto::PROTOCOL_VERSION,
+            version: crate::PROTOCOL_VERSION,
             build: "00ff".into(),
             node: 1,
             job: 2,
@@ -155,7 +156,7 @@ fn node_batch() -> pb::NodeBatch {
     use node_op::Kind;
     let ops = vec![
         Kind::Hello(pb::NodeHello {
-            version: starling_proto::PROTOCOL_VERSION,
+            version: crate::PROTOCOL_VERSION,
             resources: Some((&ResourceSet::cpus(4.0).with("disk", 2.0)).into()),
             object_address: "127.0.0.1:5000".into(),
             pool: "gpu".into(),
@@ -448,6 +449,16 @@ fn every_network_message_decodes_or_errs() {
             }
         }
         let _ = check_round_trip::<pb::HeadToNodeBatch>(&bytes);
+        // What the codec does with a message off the network: a domain value or an error.
+        let _ = crate::session::ClientBatch::from_bytes(&bytes);
+        let _ = crate::session::HeadBatch::from_bytes(&bytes);
+        let _ = crate::node::NodeBatch::from_bytes(&bytes);
+        let _ = crate::node::HeadToNodeBatch::from_bytes(&bytes);
+        let _ = crate::status::StatusReply::from_bytes(&bytes);
+        let _ = crate::jobs::JobResult::from_bytes(&bytes);
+        let _ = crate::jobs::JobSpec::from_bytes(&bytes);
+        let _ = Vec::<crate::jobs::JobInfo>::from_bytes(&bytes);
+        let _ = crate::chunks::Chunk::from_bytes(&bytes);
         let _ = check_round_trip::<pb::JobSpec>(&bytes);
         let _ = check_round_trip::<pb::JobInfo>(&bytes);
         let _ = check_round_trip::<pb::JobList>(&bytes);

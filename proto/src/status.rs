@@ -1,0 +1,51 @@
+//! The cluster's status, as `starling status` shows it.
+
+use crate::node::StoreUsage;
+use crate::{JobId, NodeId, ResourceSet};
+
+/// Which part of the cluster to describe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusRequest {
+    /// Set by a job's processes: only the job's instances are listed.
+    pub job: JobId,
+}
+
+/// One node as the head sees it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeStatus {
+    pub id: NodeId,
+    pub address: String,
+    pub total: ResourceSet,
+    pub available: ResourceSet,
+    pub alive: bool,
+    pub workers: u32,
+    pub store: StoreUsage,
+    pub pool: String,
+}
+
+/// The cluster's nodes and the head's counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StatusReply {
+    pub nodes: Vec<NodeStatus>,
+    pub submitted: u64,
+    pub queued: u64,
+    pub running: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub objects: u64,
+    pub head_store_bytes: u64,
+    /// Task runs retried after a lost worker, a lost argument or an application error.
+    pub retried: u64,
+    /// Task runs made to remake objects lost with their node (lineage reconstruction).
+    pub reconstructed: u64,
+    /// Values the head holds on its disk, past its memory budget.
+    pub head_spilled_bytes: u64,
+    /// Tasks the head holds (queued, waiting for arguments or running).
+    pub live: u64,
+    /// The limit of live tasks past which drivers that submit more wait.
+    pub max_live: u64,
+    /// Drivers waiting for room now.
+    pub drivers_waiting: u32,
+    /// The most tasks the head held at once since it started.
+    pub peak_live: u64,
+}
