@@ -7,6 +7,8 @@
 //! wait_timeout=ok
 //! wait_refusals=ok
 //! quiet_session=ok
+//! force_cancel=ok
+//! recursive_cancel=ok
 //! ```
 
 use std::path::PathBuf;
@@ -39,6 +41,149 @@ fn hold(go: PathBuf) -> u64 {
         std::thread::sleep(Duration::from_millis(10));
     }
     7
+}
+
+/// A fresh scratch directory for one check.
+fn scratch(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("starling-task-api-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Waits (bounded by [`LONG`]) until `cond` holds.
+fn until(what: &str, cond: impl Fn() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + LONG;
+    while !cond() {
+        ensure!(Instant::now() < deadline, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Says it started (a line in `dir/started`), then keeps its CPU busy without ever asking
+/// whether it was cancelled, until `dir/stop` exists (or [`LONG`] passes).
+#[starling::remote]
+fn spin(dir: PathBuf) -> u64 {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("started"))
+    {
+        let _ = f.write_all(b"x\n");
+    }
+    let (stop, deadline) = (dir.join("stop"), Instant::now() + LONG);
+    let mut x = 0u64;
+    while !stop.exists() && Instant::now() < deadline {
+        for _ in 0..100_000 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        }
+    }
+    x
+}
+
+/// Notes that it started (`dir/child-started`), then holds like [`hold`].
+#[starling::remote]
+fn marked_hold(dir: PathBuf) -> u64 {
+    let _ = std::fs::write(dir.join("child-started"), b"");
+    let deadline = Instant::now() + LONG;
+    while !dir.join("go").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    7
+}
+
+/// Submits a child that holds until `dir/go` exists, waits for it, and notes in `dir/child`
+/// how that wait ended.
+#[starling::remote]
+fn parent(dir: PathBuf) -> u64 {
+    let child = marked_hold::remote(dir.clone());
+    let how = match starling::get(&child) {
+        Ok(v) => format!("value {v}"),
+        Err(starling::Error::Cancelled { .. }) => "cancelled".to_string(),
+        Err(e) => format!("error {e}"),
+    };
+    let _ = std::fs::write(dir.join("child"), how);
+    1
+}
+
+fn lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+}
+
+/// `cancel(force = true)` stops tasks that never ask whether they were cancelled: they fail
+/// with `Cancelled` at once, are never retried (they had retries left), and their CPUs run
+/// other tasks right away.
+fn force_cancel() -> anyhow::Result<()> {
+    let dir = scratch("force")?;
+    let cpus: f64 = starling::nodes()?
+        .iter()
+        .filter(|n| n.alive)
+        .map(|n| n.resources.get("CPU"))
+        .sum();
+    let n = cpus.round().max(1.0) as usize;
+    let spinning: Vec<_> = (0..n)
+        .map(|_| spin::options().max_retries(3).remote(dir.clone()))
+        .collect();
+    until("every spinning task started", || {
+        lines(&dir.join("started")) == n
+    })?;
+    let t = Instant::now();
+    for r in &spinning {
+        starling::cancel(r, true)?;
+    }
+    for r in &spinning {
+        match starling::get_timeout(r, LONG) {
+            Err(starling::Error::Cancelled { .. }) => {}
+            other => bail!("a force-cancelled task: {other:?}"),
+        }
+    }
+    // Every CPU was busy: this runs only on one they gave back.
+    let v = starling::get_timeout(&add::remote(1, 2), LONG).context("a task after the cancel")?;
+    let freed = t.elapsed();
+    ensure!(v == 3, "it returned {v}");
+    let more: Vec<_> = (0..2 * n as u64).map(|i| add::remote(i, 1)).collect();
+    starling::get_all_timeout(&more, LONG).context("tasks on every freed CPU")?;
+    ensure!(
+        lines(&dir.join("started")) == n,
+        "a force-cancelled task ran again: {} starts for {n} tasks",
+        lines(&dir.join("started"))
+    );
+    eprintln!("force_cancel: {n} busy CPU(s) ran a new task {freed:?} after the cancel");
+    ensure!(
+        freed < Duration::from_secs(5),
+        "the CPUs came back only after {freed:?}"
+    );
+    std::fs::write(dir.join("stop"), b"")?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Cancelling a task cancels the tasks it submitted: the parent's `get` on its held child
+/// ends with `Cancelled` instead of holding until the child is let go.
+fn recursive_cancel() -> anyhow::Result<()> {
+    let dir = scratch("recursive")?;
+    let p = parent::remote(dir.clone());
+    until("the parent's child is running", || {
+        dir.join("child-started").exists()
+    })?;
+    starling::cancel(&p, false)?;
+    match starling::get_timeout(&p, LONG) {
+        Err(starling::Error::Cancelled { .. }) => {}
+        other => bail!("the cancelled parent: {other:?}"),
+    }
+    until("the parent saw its child end", || {
+        dir.join("child").exists()
+    })?;
+    let how = std::fs::read_to_string(dir.join("child"))?;
+    std::fs::write(dir.join("go"), b"")?;
+    let _ = std::fs::remove_dir_all(&dir);
+    ensure!(
+        how == "cancelled",
+        "the child of a cancelled task ended with {how}"
+    );
+    Ok(())
 }
 
 /// A task that does not settle until [`Blocker::release`].
@@ -162,11 +307,13 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 4] = [
+    let checks: [(&str, Check); 6] = [
         ("wait_exact", wait_exact),
         ("wait_timeout", wait_timeout),
         ("wait_refusals", wait_refusals),
         ("quiet_session", quiet_session),
+        ("force_cancel", force_cancel),
+        ("recursive_cancel", recursive_cancel),
     ];
     for (name, check) in checks {
         check().with_context(|| format!("check {name}"))?;

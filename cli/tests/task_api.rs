@@ -8,11 +8,13 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 4] = [
+const CHECKS: [&str; 6] = [
     "wait_exact",
     "wait_timeout",
     "wait_refusals",
     "quiet_session",
+    "force_cancel",
+    "recursive_cancel",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {

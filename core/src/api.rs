@@ -106,10 +106,19 @@ pub fn wait<T>(
     Ok((ready, rest))
 }
 
-/// Cancels the task that produces `r`. A queued task never runs; a running one is asked to stop
-/// (see [`is_cancelled`](crate::is_cancelled); `force` is the same in-process, where a thread
-/// cannot be killed). Its `get` returns [`Error::Cancelled`] and tasks depending on it fail.
-/// Cancelling a finished task does nothing.
+/// Cancels the task that produces `r`, and, recursively, every unfinished task it submitted (as
+/// Ray's `ray.cancel`). A queued task never runs; a running one is asked to stop (see
+/// [`is_cancelled`](crate::is_cancelled)). Its `get` returns [`Error::Cancelled`], it is never
+/// retried, and tasks depending on it fail.
+///
+/// With `force`, a running task is stopped whether it asks or not: on a cluster (local or not)
+/// its worker process is killed and its node starts a fresh one; what it held is free at once.
+/// In-process, where a thread cannot be killed, its resources are free at once too and its
+/// executor thread ends when the function returns (another one takes its place), but the
+/// function runs on until it returns or sees [`is_cancelled`](crate::is_cancelled).
+///
+/// Tasks count as submitted by a task when its own thread submitted them; a thread the task
+/// started itself submits as a driver would. Cancelling a finished task does nothing.
 pub fn cancel<T>(r: &ObjectRef<T>, force: bool) -> Result<()> {
     r.runtime().cancel(r.id(), force)
 }

@@ -94,6 +94,12 @@ pub enum HeadToNodeOp {
     FreeObject(ObjectId),
     /// Run this instance of a multi-node job until `StopJob`.
     JobInstance(JobInstance),
+    /// Kill the worker process `pid` of `job` now: its task was force-cancelled. Its exit is
+    /// reported like any other, and the head asks for a fresh process when it needs one.
+    KillWorker {
+        job: JobId,
+        pid: u32,
+    },
 }
 
 /// One message of an agent's `Attach` stream.

@@ -66,6 +66,9 @@ pub struct TaskSpec {
     /// The job (driver program) the task belongs to: only that job's workers, which run its
     /// binary, can run it. `JobId(0)` in-process.
     pub job: JobId,
+    /// The task whose code submitted this one (`None`: a driver, or a thread the task did not
+    /// run on). Cancelling a task cancels the tasks it submitted that have not finished.
+    pub parent: Option<TaskId>,
 }
 
 impl TaskSpec {

@@ -92,6 +92,7 @@ impl From<TaskSpec> for pb::TaskSpec {
             }),
             attempt: t.attempt,
             job: t.job.0,
+            parent: t.parent.map_or(0, |p| p.0),
         }
     }
 }
@@ -131,6 +132,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             strategy,
             attempt: t.attempt,
             job: JobId(t.job),
+            parent: (t.parent != 0).then_some(TaskId(t.parent)),
         })
     }
 }
@@ -278,6 +280,7 @@ mod tests {
             },
             attempt: 1,
             job: JobId(4),
+            parent: Some(TaskId(3)),
         }
     }
 

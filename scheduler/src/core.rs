@@ -192,6 +192,9 @@ pub struct Core {
     /// task is pipelined behind another only when both functions are known to be short (a
     /// class mixes the functions of one resource shape, so its average cannot say).
     pub(crate) fn_runtime_us: HashMap<std::sync::Arc<str>, f64>,
+    /// The live tasks each live task submitted (only tasks with a parent are listed, and a
+    /// parent's entry goes when it ends): what a cancel reaches recursively.
+    pub(crate) children: HashMap<TaskId, Vec<TaskId>>,
     pub(crate) stats: CoreStats,
 }
 

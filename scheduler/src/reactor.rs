@@ -223,6 +223,9 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
     } else {
         TaskState::WaitingForDependencies(missing)
     };
+    if let Some(parent) = spec.parent.filter(|p| core.tasks.contains_key(p)) {
+        core.children.entry(parent).or_default().push(id);
+    }
     core.tasks.insert(id, TaskEntry { spec, state, class });
     core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
     if missing > 0 && pipeline_behind_producer(core, t, id) {
@@ -470,6 +473,7 @@ pub fn on_task_done(
     match outcome {
         TaskOutcome::Stored { size } => {
             core.tasks.remove(&task);
+            core.children.remove(&task);
             core.stats.succeeded += 1;
             let ret = spec.return_object();
             let dependents = match core.objects.get_mut(&ret) {
@@ -646,14 +650,43 @@ pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: b
     let Some(entry) = core.tasks.get(&task) else {
         return false;
     };
+    let mut killed = None;
     match entry.state {
-        TaskState::Running { worker, .. } => t.cancel_running(worker, task, force),
+        TaskState::Running { worker, .. } => {
+            t.cancel_running(worker, task, force);
+            if force {
+                killed = Some(worker);
+            }
+        }
         TaskState::Infeasible(_) => core.infeasible.retain(|x| *x != task),
         // Queue entries of removed tasks are skipped by `schedule`.
         TaskState::Queued | TaskState::WaitingForDependencies(_) => {}
     }
     fail_task(core, t, task, FailureKind::Cancelled);
+    // Force: the worker is killed (a thread in one process: let go), so what it held is free
+    // now, and whatever else it was handed goes elsewhere as after any lost worker.
+    if let Some(worker) = killed {
+        on_worker_removed(core, t, worker, "its task was force-cancelled");
+    }
     true
+}
+
+/// Cancels `task` and, recursively, every unfinished task it submitted (Ray's
+/// `ray.cancel(recursive=True)`): what a user's `cancel` does. Returns whether `task` was live.
+pub fn on_cancel_tree(core: &mut Core, t: &mut impl Transport, task: TaskId, force: bool) -> bool {
+    let mut tree = vec![task];
+    let mut i = 0;
+    while i < tree.len() {
+        if let Some(children) = core.children.get(&tree[i]) {
+            tree.extend(children.iter().copied());
+        }
+        i += 1;
+    }
+    let live = on_cancel(core, t, task, force);
+    for child in &tree[1..] {
+        on_cancel(core, t, *child, force);
+    }
+    live
 }
 
 /// `job` has ended (a multi-node job whose entrypoint exited, failed or was cancelled, or a
@@ -895,6 +928,7 @@ fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, kind: Failur
     let Some(entry) = core.tasks.remove(&task) else {
         return;
     };
+    core.children.remove(&task);
     core.stats.failed += 1;
     let failure = Arc::new(TaskFailure {
         task,
@@ -932,6 +966,7 @@ fn settle_failure(
         }
         for d in dependents {
             if let Some(entry) = core.tasks.remove(&d) {
+                core.children.remove(&d);
                 core.stats.failed += 1;
                 let f = Arc::new(TaskFailure {
                     task: d,

@@ -139,5 +139,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         strategy: Default::default(),
         attempt: 0,
         job: JobId(0),
+        parent: None,
     }
 }

@@ -13,9 +13,9 @@ use starling_proto::{
     TaskFailure, TaskId, TaskSpec, WorkerId,
 };
 use starling_scheduler::reactor::{
-    self, on_add_ref, on_cancel, on_node_added, on_objects_lost, on_put, on_release, on_submit,
-    on_task_done, on_task_finished, on_worker_added, on_worker_blocked, on_worker_unblocked,
-    schedule,
+    self, on_add_ref, on_cancel, on_cancel_tree, on_node_added, on_objects_lost, on_put,
+    on_release, on_submit, on_task_done, on_task_finished, on_worker_added, on_worker_blocked,
+    on_worker_unblocked, schedule,
 };
 use starling_scheduler::testing::{task, RecordingTransport, Sent};
 use starling_scheduler::{Core, ObjectState, TaskOutcome, TaskState, Transport};
@@ -90,6 +90,12 @@ impl Cluster {
 
     fn cancel(&mut self, task: u64, force: bool) -> (bool, Vec<Sent>) {
         let found = on_cancel(&mut self.core, &mut self.t, TaskId(task), force);
+        (found, self.t.take())
+    }
+
+    /// A user's cancel: the task and what it submitted.
+    fn cancel_tree(&mut self, task: u64, force: bool) -> (bool, Vec<Sent>) {
+        let found = on_cancel_tree(&mut self.core, &mut self.t, TaskId(task), force);
         (found, self.t.take())
     }
 
@@ -1016,12 +1022,12 @@ fn cancelling_a_running_task_ignores_its_late_result() {
     let w = c.worker_of(1);
 
     let fc = failure(1, 0, FailureKind::Cancelled);
-    let (found, sent) = c.cancel(1, true);
+    let (found, sent) = c.cancel(1, false);
     assert!(found);
     assert_eq!(
         sent,
         [
-            Sent::CancelRunning(w, TaskId(1), true),
+            Sent::CancelRunning(w, TaskId(1), false),
             Sent::ObjectFailed(ObjectId(1), fc.clone()),
             Sent::ObjectFailed(
                 ObjectId(2),
@@ -1054,6 +1060,81 @@ fn cancelling_a_running_task_ignores_its_late_result() {
     on_task_finished(&mut c.core, &mut c.t, w, stored());
     assert!(c.t.take().is_empty());
     c.assert_all_free();
+}
+
+#[test]
+fn force_cancel_lets_the_worker_go_at_once_and_never_retries() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.dispatch();
+    let w = c.worker_of(1);
+    let (found, sent) = c.cancel(1, true);
+    assert!(found);
+    assert_eq!(
+        sent,
+        [
+            Sent::CancelRunning(w, TaskId(1), true),
+            Sent::ObjectFailed(ObjectId(1), failure(1, 0, FailureKind::Cancelled)),
+        ],
+        "the task is cancelled, not retried, although it had retries left"
+    );
+    // Its CPU is free now, whatever the worker does: the worker is gone for the scheduler.
+    c.assert_all_free();
+    assert_eq!(c.core.worker_held(w), None);
+    c.submit(task(2, vec![]));
+    assert_eq!(
+        c.schedule(),
+        [Sent::RequestWorker(N1, JobId(0))],
+        "the freed CPU asks for a fresh worker, never the killed one"
+    );
+    on_worker_added(&mut c.core, N1, WorkerId(2));
+    assert_eq!(c.dispatch(), [(N1, WorkerId(2), TaskId(2))]);
+    // The killed worker's late report changes nothing.
+    on_task_finished(&mut c.core, &mut c.t, w, stored());
+    assert!(c.t.take().is_empty());
+    assert_eq!(c.core.stats().retried, 0);
+}
+
+#[test]
+fn cancel_reaches_what_the_task_submitted_recursively() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), [1, 2]);
+    let child = |id: u64, parent: u64| TaskSpec {
+        parent: Some(TaskId(parent)),
+        ..task(id, vec![])
+    };
+    c.submit(task(1, vec![]));
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    // T1 submits T2 (it runs) and T3 (queued: no CPU left); T2 submits T4; T5 is another
+    // root's and T6 names a parent that already ended.
+    c.submit(child(2, 1));
+    assert_eq!(tasks_of(&c.dispatch()), [2]);
+    c.submit(child(3, 1));
+    c.submit(child(4, 2));
+    c.submit(task(5, vec![]));
+    c.submit(child(6, 99));
+    assert!(c.dispatch().is_empty());
+    let (w1, w2) = (c.worker_of(1), c.worker_of(2));
+
+    let (found, sent) = c.cancel_tree(1, false);
+    assert!(found);
+    let cancelled = |t: u64| Sent::ObjectFailed(ObjectId(t), failure(t, 0, FailureKind::Cancelled));
+    assert_eq!(
+        sent,
+        [
+            Sent::CancelRunning(w1, TaskId(1), false),
+            cancelled(1),
+            Sent::CancelRunning(w2, TaskId(2), false),
+            cancelled(2),
+            cancelled(3),
+            cancelled(4),
+        ]
+    );
+    for t in [5, 6] {
+        assert_eq!(c.state(t), Some(TaskState::Queued), "T{t} is not T1's");
+    }
+    assert!(c.core.stats().peak_live >= 6);
+    // A cancelled parent's children list is gone with it.
+    assert_eq!(c.cancel_tree(1, false), (false, vec![]));
 }
 
 #[test]
@@ -1247,7 +1328,7 @@ fn run_random_workload(seed: u64, n_tasks: u64) {
     let mut rng = XorShift::new(seed);
     // Every shape needs at least half a CPU and each node has one worker per half CPU, so a
     // node without an idle worker never has room for another task.
-    let workers: Vec<(NodeId, WorkerId)> = (100..108)
+    let mut workers: Vec<(NodeId, WorkerId)> = (100..108)
         .map(|w| (N1, WorkerId(w)))
         .chain((200..208).map(|w| (N2, WorkerId(w))))
         .collect();
@@ -1352,12 +1433,12 @@ fn run_random_workload(seed: u64, n_tasks: u64) {
             }
             _ => {}
         }
-        observe(&mut c, &mut seen, &mut busy, &workers, &handles, seed);
+        observe(&mut c, &mut seen, &mut busy, &mut workers, &handles, seed);
         check_accounting(&c, &workers, seed);
 
         if !submitting && busy.is_empty() {
             schedule(&mut c.core, &mut c.t);
-            observe(&mut c, &mut seen, &mut busy, &workers, &handles, seed);
+            observe(&mut c, &mut seen, &mut busy, &mut workers, &handles, seed);
             if busy.is_empty() {
                 break;
             }
@@ -1392,7 +1473,7 @@ fn run_random_workload(seed: u64, n_tasks: u64) {
     for o in std::mem::take(&mut handles) {
         on_release(&mut c.core, &mut c.t, o);
     }
-    observe(&mut c, &mut seen, &mut busy, &workers, &handles, seed);
+    observe(&mut c, &mut seen, &mut busy, &mut workers, &handles, seed);
     assert_eq!(c.core.object_count(), 0, "seed {seed}: objects leaked");
     for o in task_ids
         .iter()
@@ -1416,7 +1497,7 @@ fn observe(
     c: &mut Cluster,
     seen: &mut Observed,
     busy: &mut Vec<WorkerId>,
-    workers: &[(NodeId, WorkerId)],
+    workers: &mut Vec<(NodeId, WorkerId)>,
     handles: &[ObjectId],
     seed: u64,
 ) {
@@ -1456,8 +1537,19 @@ fn observe(
             Sent::RequestWorker(n, _) => {
                 panic!("seed {seed}: {n} has a worker per half CPU")
             }
-            Sent::CancelRunning(w, _, _) => {
+            Sent::CancelRunning(w, _, force) => {
                 assert!(busy.contains(&w), "seed {seed}: cancel sent to idle {w}");
+                if force {
+                    // Its process is killed and its node starts another in its place.
+                    busy.retain(|b| *b != w);
+                    let i = workers.iter().position(|(_, x)| *x == w).expect("known");
+                    let (node, _) = workers.swap_remove(i);
+                    // Above every id ever used: ids only grow (the removed one included).
+                    let top = workers.iter().map(|(_, x)| x.0).max().unwrap_or(0);
+                    let fresh = WorkerId(top.max(w.0) + 1);
+                    on_worker_added(&mut c.core, node, fresh);
+                    workers.push((node, fresh));
+                }
             }
             Sent::ToNode(n, op) => panic!("seed {seed}: no job runs, yet {n} was sent {op:?}"),
         }

@@ -460,11 +460,44 @@ async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
     })
     .await?;
     let replacement = *now.iter().find(|p| !pids.contains(p)).context("new pid")?;
-    let live = [pids[1], replacement];
     eventually("the replacement to run", || {
         Ok(alive(replacement).then_some(()))
     })
     .await?;
+
+    // KillWorker (a force-cancelled task) kills a worker of the job it names, never another
+    // job's process or one the agent did not start; ops are handled in order, so the two
+    // refused ones come first: had the first killed `replacement`, it would be dead by the
+    // time the third's exit is reported.
+    head.send(HeadToNodeOp::KillWorker {
+        job: JobId(4),
+        pid: replacement,
+    });
+    head.send(HeadToNodeOp::KillWorker {
+        job: JobId(3),
+        pid: std::process::id(),
+    });
+    head.send(HeadToNodeOp::KillWorker {
+        job: JobId(3),
+        pid: pids[1],
+    });
+    let exit = head.expect_exit(pids[1]).await?;
+    assert_eq!((exit.job, exit.code), (JobId(3), -9));
+    assert!(alive(replacement), "KillWorker killed another worker");
+    let now = eventually("a replacement for the killed worker", || {
+        let p = worker_pids(&logs, 3)?;
+        Ok((p.len() == 4).then_some(p))
+    })
+    .await?;
+    let second = *now
+        .iter()
+        .find(|p| !pids.contains(p) && **p != replacement)
+        .context("new pid")?;
+    eventually("the second replacement to run", || {
+        Ok(alive(second).then_some(()))
+    })
+    .await?;
+    let live = [replacement, second];
 
     // StopJob kills the rest, reports them, and starts nothing new.
     head.send(HeadToNodeOp::StopJob(JobId(3)));
@@ -476,7 +509,7 @@ async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         worker_pids(&logs, 3)?.len(),
-        3,
+        4,
         "a worker was started after StopJob"
     );
     agent.shutdown().await;

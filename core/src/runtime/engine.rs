@@ -56,7 +56,8 @@ enum Effect {
     Failed(ObjectId, Arc<TaskFailure>),
     Free(ObjectId),
     SpawnWorker,
-    Cancel(WorkerId, TaskId),
+    /// Tell the task it is cancelled; with force, also retire its executor thread.
+    Cancel(WorkerId, TaskId, bool),
 }
 
 #[derive(Default)]
@@ -82,10 +83,12 @@ impl Transport for Effects {
     fn request_worker(&mut self, _node: NodeId, _job: starling_proto::JobId) {
         self.0.push(Effect::SpawnWorker);
     }
-    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, _force: bool) {
+    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         // A thread cannot be killed: the task is told through `starling::is_cancelled()`, and
-        // its late result is dropped by the scheduler and the store.
-        self.0.push(Effect::Cancel(worker, task));
+        // its late result is dropped by the scheduler and the store. With force, the scheduler
+        // let the worker go at once (its CPU is free for other tasks); its thread ends when the
+        // task returns.
+        self.0.push(Effect::Cancel(worker, task, force));
     }
 }
 
@@ -102,6 +105,10 @@ pub(crate) struct Slot {
     pub unparker: Unparker,
     /// The task this executor was told to cancel (0 = none).
     pub cancelled: AtomicU64,
+    /// Its task was force-cancelled: the scheduler no longer counts this executor, so its
+    /// thread ends once the task returns, dropping anything else queued to it (the scheduler
+    /// placed those again).
+    pub retired: AtomicBool,
 }
 
 pub(crate) struct Engine {
@@ -166,6 +173,7 @@ impl Engine {
             tasks: SegQueue::new(),
             unparker: parker.unparker().clone(),
             cancelled: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
         });
         slots.push(slot.clone());
         drop(slots);
@@ -244,9 +252,13 @@ impl Engine {
                     Effect::Failed(o, f) => self.store.fail(o, f),
                     Effect::Free(o) => self.store.remove(o),
                     Effect::SpawnWorker => spawn += 1,
-                    Effect::Cancel(w, t) => slots[w.0 as usize - 1]
-                        .cancelled
-                        .store(t.0, Ordering::SeqCst),
+                    Effect::Cancel(w, t, force) => {
+                        let slot = &slots[w.0 as usize - 1];
+                        slot.cancelled.store(t.0, Ordering::SeqCst);
+                        if force {
+                            slot.retired.store(true, Ordering::SeqCst);
+                        }
+                    }
                 }
             }
         }
@@ -356,7 +368,7 @@ impl Engine {
         let out = {
             let mut guard = self.sched.lock();
             let Sched { core, effects } = &mut *guard;
-            reactor::on_cancel(core, effects, id.task(), force);
+            reactor::on_cancel_tree(core, effects, id.task(), force);
             std::mem::take(&mut effects.0)
         };
         self.apply(out);

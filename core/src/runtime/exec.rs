@@ -167,6 +167,10 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
         if let Some((task, gpu_ids)) = slot.tasks.pop() {
             let outcome = run(&engine, &slot, &task, gpu_ids);
             engine.post(Event::Finished(slot.id, outcome));
+            if slot.retired.load(Ordering::SeqCst) {
+                while slot.tasks.pop().is_some() {}
+                break;
+            }
             continue;
         }
         // One idle executor spins at a time, the most recently idle one: the scheduler hands the

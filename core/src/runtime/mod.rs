@@ -409,6 +409,8 @@ pub(crate) fn prepare_call(
         strategy: o.strategy,
         attempt: 0,
         job,
+        // The task running on this thread, if any: cancelling it cancels this one too.
+        parent: exec::current_task(),
     };
     Ok((spec, keep))
 }

@@ -71,6 +71,9 @@ pub struct TaskSpec {
     pub attempt: u32,
     #[prost(uint64, tag = "9")]
     pub job: u64,
+    /// The task that submitted this one (0: a driver); cancelling it cancels this one too.
+    #[prost(uint64, tag = "10")]
+    pub parent: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RemoteError {
@@ -484,7 +487,7 @@ pub struct NodeBatch {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct HeadToNodeOp {
-    #[prost(oneof = "head_to_node_op::Kind", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "head_to_node_op::Kind", tags = "1, 2, 3, 4, 5, 6")]
     pub kind: ::core::option::Option<head_to_node_op::Kind>,
 }
 /// Nested message and enum types in `HeadToNodeOp`.
@@ -501,7 +504,17 @@ pub mod head_to_node_op {
         FreeObject(u64),
         #[prost(message, tag = "5")]
         JobInstance(super::JobInstance),
+        /// Kill this worker process now (its task was force-cancelled); it is reported as exited.
+        #[prost(message, tag = "6")]
+        KillWorker(super::KillWorker),
     }
+}
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct KillWorker {
+    #[prost(uint64, tag = "1")]
+    pub job: u64,
+    #[prost(uint32, tag = "2")]
+    pub pid: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct HeadToNodeBatch {

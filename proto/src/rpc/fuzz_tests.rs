@@ -36,6 +36,7 @@ fn spec() -> TaskSpec {
         },
         attempt: 1,
         job: JobId(4),
+        parent: Some(TaskId(1)),
     }
 }
 

@@ -153,6 +153,9 @@ impl From<HeadToNodeOp> for pb::HeadToNodeOp {
                 HeadToNodeOp::StopJob(j) => Kind::StopJob(j.0),
                 HeadToNodeOp::FreeObject(o) => Kind::FreeObject(o.0),
                 HeadToNodeOp::JobInstance(i) => Kind::JobInstance(i.into()),
+                HeadToNodeOp::KillWorker { job, pid } => {
+                    Kind::KillWorker(pb::KillWorker { job: job.0, pid })
+                }
             }),
         }
     }
@@ -169,6 +172,10 @@ impl TryFrom<pb::HeadToNodeOp> for HeadToNodeOp {
             Kind::StopJob(j) => HeadToNodeOp::StopJob(JobId(j)),
             Kind::FreeObject(o) => HeadToNodeOp::FreeObject(ObjectId(o)),
             Kind::JobInstance(i) => HeadToNodeOp::JobInstance(i.into()),
+            Kind::KillWorker(k) => HeadToNodeOp::KillWorker {
+                job: JobId(k.job),
+                pid: k.pid,
+            },
         })
     }
 }

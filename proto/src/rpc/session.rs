@@ -351,6 +351,7 @@ mod tests {
             },
             attempt: u32::MAX,
             job: JobId(u64::MAX),
+            parent: Some(TaskId(u64::MAX)),
         }
     }
 

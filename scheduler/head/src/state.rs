@@ -339,9 +339,17 @@ impl Transport for Outbox {
         self.queue_node(node, HeadToNodeOp::StartWorkers(start));
     }
 
-    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, _force: bool) {
-        if let Some(&client) = self.worker_client.get(&worker) {
-            self.queue_client(client, HeadOp::Cancel(task));
+    fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
+        let Some(&client) = self.worker_client.get(&worker) else {
+            return;
+        };
+        self.queue_client(client, HeadOp::Cancel(task));
+        if force {
+            // Its node kills the process; the scheduler already let the worker go.
+            if let Some(c) = self.clients.get(&client) {
+                let (node, job, pid) = (c.node, c.job, c.pid);
+                self.queue_node(node, HeadToNodeOp::KillWorker { job, pid });
+            }
         }
     }
 
@@ -1220,11 +1228,11 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
         }
         ClientOp::Cancel(t) => {
             same_job(&st.session_jobs, job, t.0, "cancel task")?;
-            reactor::on_cancel(&mut st.core, &mut st.out, t, false);
+            reactor::on_cancel_tree(&mut st.core, &mut st.out, t, false);
         }
         ClientOp::CancelForce(t) => {
             same_job(&st.session_jobs, job, t.0, "cancel task")?;
-            reactor::on_cancel(&mut st.core, &mut st.out, t, true);
+            reactor::on_cancel_tree(&mut st.core, &mut st.out, t, true);
         }
         ClientOp::Blocked => {
             if let Some(w) = worker {

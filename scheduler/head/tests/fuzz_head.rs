@@ -214,6 +214,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     strategy,
                     attempt: rng.edgy_u64() as u32,
                     job: JobId(rng.below(4) as u64),
+                    parent: (rng.below(2) == 0).then(|| TaskId(id(rng, base))),
                 }))
             }
         }

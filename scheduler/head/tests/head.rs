@@ -45,6 +45,7 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         strategy: SchedulingStrategy::Default,
         attempt: 0,
         job: JobId(0),
+        parent: None,
     }
 }
 

@@ -632,6 +632,9 @@ impl Loop {
                     self.supervisor.tee(tee);
                 }
             }
+            HeadToNodeOp::KillWorker { job, pid } => {
+                self.supervisor.kill_worker(job, pid);
+            }
             HeadToNodeOp::FreeObject(object) => {
                 let (disk, log) = (self.disk.clone(), self.log.clone());
                 // Off the loop: a delete on a slow disk must not delay heartbeats.

@@ -382,6 +382,25 @@ impl Supervisor {
         }
     }
 
+    /// `KillWorker`: kill one worker process of `job` (its task was force-cancelled). Only a
+    /// process this supervisor started is touched; its exit is reported and it is replaced like
+    /// any that dies. Returns whether there was such a process.
+    pub(crate) fn kill_worker(&mut self, job: JobId, pid: u32) -> bool {
+        let Some(p) = self.jobs.get_mut(&job).and_then(|j| j.procs.get_mut(&pid)) else {
+            self.log.line(format_args!(
+                "{job}: asked to kill worker pid {pid}, which is not one of its workers here"
+            ));
+            return false;
+        };
+        if let Some(kill) = p.kill.take() {
+            let _ = kill.send(());
+        }
+        self.log.line(format_args!(
+            "{job}: killing worker pid {pid} (its task was force-cancelled)"
+        ));
+        true
+    }
+
     /// Shutdown: kill every process, wait until they are gone, start nothing afterwards.
     pub(crate) async fn kill_all(&mut self) {
         self.stopping = true;
