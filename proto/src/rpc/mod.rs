@@ -37,6 +37,13 @@ mod object_service {
 pub use head::{head_client, head_server};
 pub use object_service::{object_service_client, object_service_server};
 
+/// Converts every decoded item, or says why one does not convert.
+pub(crate) fn try_all<P, T: TryFrom<P, Error = DecodeError>>(
+    items: Vec<P>,
+) -> Result<Vec<T>, DecodeError> {
+    items.into_iter().map(T::try_from).collect()
+}
+
 /// The message of a request or reply that carries nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Empty;

@@ -193,11 +193,7 @@ impl TryFrom<pb::NodeBatch> for NodeBatch {
 
     fn try_from(b: pb::NodeBatch) -> Result<Self, DecodeError> {
         Ok(NodeBatch {
-            ops: b
-                .ops
-                .into_iter()
-                .map(TryInto::try_into)
-                .collect::<Result<_, _>>()?,
+            ops: super::try_all(b.ops)?,
         })
     }
 }
@@ -215,11 +211,7 @@ impl TryFrom<pb::HeadToNodeBatch> for HeadToNodeBatch {
 
     fn try_from(b: pb::HeadToNodeBatch) -> Result<Self, DecodeError> {
         Ok(HeadToNodeBatch {
-            ops: b
-                .ops
-                .into_iter()
-                .map(TryInto::try_into)
-                .collect::<Result<_, _>>()?,
+            ops: super::try_all(b.ops)?,
         })
     }
 }

@@ -165,11 +165,7 @@ impl TryFrom<pb::RunTask> for RunTask {
                 .spec
                 .ok_or_else(|| DecodeError("a task to run without its spec".into()))?
                 .try_into()?,
-            args: r
-                .args
-                .into_iter()
-                .map(TryInto::try_into)
-                .collect::<Result<_, _>>()?,
+            args: super::try_all(r.args)?,
             gpu_ids: r.gpu_ids,
         })
     }
@@ -297,11 +293,7 @@ impl TryFrom<pb::ClientBatch> for ClientBatch {
 
     fn try_from(b: pb::ClientBatch) -> Result<Self, DecodeError> {
         Ok(ClientBatch {
-            ops: b
-                .ops
-                .into_iter()
-                .map(TryInto::try_into)
-                .collect::<Result<_, _>>()?,
+            ops: super::try_all(b.ops)?,
         })
     }
 }
@@ -319,11 +311,7 @@ impl TryFrom<pb::HeadBatch> for HeadBatch {
 
     fn try_from(b: pb::HeadBatch) -> Result<Self, DecodeError> {
         Ok(HeadBatch {
-            ops: b
-                .ops
-                .into_iter()
-                .map(TryInto::try_into)
-                .collect::<Result<_, _>>()?,
+            ops: super::try_all(b.ops)?,
         })
     }
 }
