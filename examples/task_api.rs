@@ -9,6 +9,7 @@
 //! quiet_session=ok
 //! force_cancel=ok
 //! recursive_cancel=ok
+//! placement=ok
 //! ```
 
 use std::path::PathBuf;
@@ -186,6 +187,43 @@ fn recursive_cancel() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Hard affinity to a node that does not exist fails with `Unschedulable` (soft affinity runs
+/// anywhere), and a task that waits says why, in every mode.
+fn placement() -> anyhow::Result<()> {
+    let nowhere = starling::NodeId(999_999);
+    match starling::get_timeout(
+        &add::options().node_affinity(nowhere, false).remote(1, 2),
+        LONG,
+    ) {
+        Err(starling::Error::Unschedulable { reason, .. }) if reason.contains("unknown") => {}
+        other => bail!("hard affinity to no node: {other:?}"),
+    }
+    let soft = add::options().node_affinity(nowhere, true).remote(1, 2);
+    ensure!(starling::get_timeout(&soft, LONG)? == 3, "soft affinity");
+
+    let held = Blocker::new("pending");
+    let waiting = add::remote(&held.task, 1);
+    until("a reason for the task waiting on its argument", || {
+        starling::pending_reason(&waiting).is_some_and(|r| r.contains("waiting for 1 argument"))
+    })?;
+    let impossible = add::options().resources("no_such_thing", 1.0).remote(1, 1);
+    until("a reason for the task no node can hold", || {
+        starling::pending_reason(&impossible)
+            .is_some_and(|r| r.starts_with("infeasible") && r.contains("no_such_thing"))
+    })?;
+    starling::cancel(&impossible, false)?;
+    held.release()?;
+    ensure!(
+        starling::get_timeout(&waiting, LONG)? == 8,
+        "the task after its argument"
+    );
+    ensure!(
+        starling::pending_reason(&waiting).is_none(),
+        "a finished task has no pending reason"
+    );
+    Ok(())
+}
+
 /// A task that does not settle until [`Blocker::release`].
 struct Blocker {
     go: PathBuf,
@@ -307,13 +345,14 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 6] = [
+    let checks: [(&str, Check); 7] = [
         ("wait_exact", wait_exact),
         ("wait_timeout", wait_timeout),
         ("wait_refusals", wait_refusals),
         ("quiet_session", quiet_session),
         ("force_cancel", force_cancel),
         ("recursive_cancel", recursive_cancel),
+        ("placement", placement),
     ];
     for (name, check) in checks {
         check().with_context(|| format!("check {name}"))?;

@@ -8,13 +8,14 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 6] = [
+const CHECKS: [&str; 7] = [
     "wait_exact",
     "wait_timeout",
     "wait_refusals",
     "quiet_session",
     "force_cancel",
     "recursive_cancel",
+    "placement",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {

@@ -38,6 +38,15 @@ pub enum Error {
         /// The task.
         task: TaskId,
     },
+    /// The task must run on one node (hard node affinity) and that node is unknown, dead, or
+    /// too small for it ever (Ray's `TaskUnschedulableError`).
+    #[error("task {task} can never be scheduled: {reason}")]
+    Unschedulable {
+        /// The task.
+        task: TaskId,
+        /// Why.
+        reason: String,
+    },
     /// The wait ended before the value arrived.
     #[error("timed out after {waited:?}")]
     Timeout {
@@ -241,6 +250,10 @@ impl From<&TaskFailure> for Error {
                 task,
                 attempts: f.attempt + 1,
                 last_exit: exit.clone(),
+            },
+            FailureKind::Unschedulable(reason) => Error::Unschedulable {
+                task,
+                reason: reason.clone(),
             },
         }
     }

@@ -1,9 +1,11 @@
-//! Starling's wire vocabulary: ids, resource sets, task specs and failures.
+//! Starling's wire vocabulary: ids, resource sets, task specs and failures, and the protocols
+//! of the cluster ([`session`], [`node`], [`status`], [`chunks`], [`jobs`]).
 //!
-//! This is the only crate that knows protobuf. The generated code lives in the private [`pb`]
-//! module; every other crate works with the hand-written domain types below, which convert to
-//! and from their protobuf form through `From` impls (see [`wire`]). The head and node agents
-//! move task arguments and results as opaque bytes: nothing here knows a user type.
+//! This is the only crate that knows protobuf. The generated messages live in a private module;
+//! every other crate works with the hand-written domain types of this crate, and the gRPC stubs
+//! of [`rpc`] carry them, converting to and from protobuf as messages are encoded and decoded.
+//! The head and node agents move task arguments and results as opaque bytes: nothing here
+//! knows a user type.
 
 pub mod chunks;
 pub mod dirs;

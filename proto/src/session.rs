@@ -193,7 +193,7 @@ fn failure_size(f: &TaskFailure) -> usize {
             }
             FailureKind::Upstream(up) => failure_size(up),
             FailureKind::FunctionNotFound { name, build } => name.len() + build.len(),
-            FailureKind::WorkerDied { exit } => exit.len(),
+            FailureKind::WorkerDied { exit } | FailureKind::Unschedulable(exit) => exit.len(),
             FailureKind::Cancelled | FailureKind::ObjectLost(_) => 0,
         }
 }

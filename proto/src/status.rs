@@ -1,13 +1,25 @@
 //! The cluster's status, as `starling status` shows it.
 
 use crate::node::StoreUsage;
-use crate::{JobId, NodeId, ResourceSet};
+use crate::{JobId, NodeId, ResourceSet, TaskId};
 
 /// Which part of the cluster to describe.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatusRequest {
     /// Set by a job's processes: only the job's instances are listed.
     pub job: JobId,
+}
+
+/// Asks why a task has not started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingRequest {
+    pub task: TaskId,
+}
+
+/// Why a task has not started (`None`: it runs, ended, or is unknown).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingReply {
+    pub reason: Option<String>,
 }
 
 /// One node as the head sees it.

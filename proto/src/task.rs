@@ -150,6 +150,9 @@ pub enum FailureKind {
         /// How it ended (`"exit code 101"`, `"killed by signal 9"`, `"connection lost"`).
         exit: String,
     },
+    /// It must run on one node (hard node affinity) and that node is unknown, dead, or too
+    /// small for it ever: why.
+    Unschedulable(String),
 }
 
 /// A task's failure, as the scheduler records it and every `get` downstream sees it.
@@ -212,6 +215,9 @@ impl fmt::Display for TaskFailure {
                     "task {}: its argument object {o} no longer exists",
                     self.task
                 )
+            }
+            FailureKind::Unschedulable(why) => {
+                write!(f, "task {} can never be scheduled: {why}", self.task)
             }
         }
     }

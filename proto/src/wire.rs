@@ -174,6 +174,7 @@ impl From<&TaskFailure> for pb::TaskFailure {
             }),
             FailureKind::ObjectLost(o) => Kind::ObjectLost(o.0),
             FailureKind::WorkerDied { exit } => Kind::WorkerDied(exit.clone()),
+            FailureKind::Unschedulable(why) => Kind::Unschedulable(why.clone()),
         };
         pb::TaskFailure {
             task_id: f.task.0,
@@ -208,6 +209,7 @@ impl TryFrom<pb::TaskFailure> for TaskFailure {
             }
             Some(Kind::ObjectLost(o)) => FailureKind::ObjectLost(ObjectId(o)),
             Some(Kind::WorkerDied(exit)) => FailureKind::WorkerDied { exit },
+            Some(Kind::Unschedulable(why)) => FailureKind::Unschedulable(why),
             None => return Err(DecodeError("task failure without a kind".into())),
         };
         Ok(TaskFailure {

@@ -53,6 +53,13 @@ const HEAD: &[(&str, &str, &str, &str, &str)] = &[
         "-",
     ),
     (
+        "pending_reason",
+        "PendingReason",
+        "status::PendingRequest",
+        "status::PendingReply",
+        "-",
+    ),
+    (
         "submit_job",
         "SubmitJob",
         "jobs::JobSpec",

@@ -19,6 +19,9 @@ pub(crate) enum Placement {
     Wait,
     /// No node could ever run it: the reason.
     Infeasible(String),
+    /// It must run on one node (hard affinity) that can never run it: the reason. Unlike an
+    /// infeasible task, it does not wait for nodes to join (as Ray).
+    Unschedulable(String),
 }
 
 const PACK_THRESHOLD: f64 = 0.5;
@@ -63,15 +66,15 @@ pub(crate) fn place(
                 Some(i) if fits_now(&nodes[i], need, job, restricted) => Placement::Node(i),
                 Some(i) if fits_ever(&nodes[i], need, job, restricted) && !soft => Placement::Wait,
                 _ if soft => hybrid(nodes, need, job, restricted),
-                Some(i) if !nodes[i].alive => Placement::Infeasible(format!(
+                Some(i) if !nodes[i].alive => Placement::Unschedulable(format!(
                     "needs node {node}, which is dead (affinity is hard; use soft affinity to \
                      allow other nodes)"
                 )),
-                Some(i) => Placement::Infeasible(format!(
+                Some(i) => Placement::Unschedulable(format!(
                     "needs {need} on node {node}, which has {} in all",
                     nodes[i].total
                 )),
-                None => Placement::Infeasible(format!("needs node {node}, which is unknown")),
+                None => Placement::Unschedulable(format!("needs node {node}, which is unknown")),
             }
         }
     }
@@ -246,7 +249,7 @@ mod tests {
     }
 
     #[test]
-    fn affinity_hard_waits_soft_falls_back() {
+    fn affinity_hard_waits_or_is_unschedulable_soft_falls_back() {
         let mut nodes = vec![
             node(1, ResourceSet::cpus(1.0)),
             node(2, ResourceSet::cpus(1.0)),
@@ -276,7 +279,12 @@ mod tests {
         };
         assert!(matches!(
             place(&nodes, &one, unknown, JobId(0), false, &mut cur),
-            Placement::Infeasible(_)
+            Placement::Unschedulable(_)
+        ));
+        nodes[1].alive = false;
+        assert!(matches!(
+            place(&nodes, &one, hard, JobId(0), false, &mut cur),
+            Placement::Unschedulable(why) if why.contains("dead")
         ));
     }
 }

@@ -753,6 +753,10 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                     request_worker_if_starved(core, t, c);
                     break;
                 }
+                Placement::Unschedulable(reason) => {
+                    core.classes[c].queue.pop_front();
+                    fail_task(core, t, task, FailureKind::Unschedulable(reason));
+                }
                 Placement::Infeasible(reason) => {
                     core.classes[c].queue.pop_front();
                     core.tasks.get_mut(&task).expect("live").state = TaskState::Infeasible(reason);

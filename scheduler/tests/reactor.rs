@@ -560,13 +560,29 @@ fn hard_affinity_waits_for_its_node_and_soft_affinity_falls_back() {
         node: NodeId(9),
         soft: false,
     };
+    // Hard affinity to a node that is unknown, or that can never hold the task, fails the task
+    // (Ray's TaskUnschedulableError) instead of leaving it pending forever.
     c.submit(with_strategy(task(4, vec![]), unknown));
-    assert!(c.dispatch().is_empty());
+    let unschedulable =
+        |t: u64, why: &str| failure(t, 0, FailureKind::Unschedulable(why.to_string()));
     assert_eq!(
-        c.state(4),
-        Some(TaskState::Infeasible(
-            "needs node N9, which is unknown".into()
-        ))
+        c.schedule(),
+        [Sent::ObjectFailed(
+            ObjectId(4),
+            unschedulable(4, "needs node N9, which is unknown")
+        )]
+    );
+    assert_eq!(c.state(4), None);
+    c.submit(with_strategy(
+        with_resources(task(6, vec![]), ResourceSet::cpus(2.0)),
+        hard,
+    ));
+    assert_eq!(
+        c.schedule(),
+        [Sent::ObjectFailed(
+            ObjectId(6),
+            unschedulable(6, "needs cpu=2 on node N2, which has cpu=1 in all")
+        )]
     );
 
     // A soft affinity to an unknown node runs anywhere.

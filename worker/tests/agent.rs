@@ -23,7 +23,7 @@ use starling_proto::node::{
 use starling_proto::rpc::object_service_client::ObjectServiceClient;
 use starling_proto::rpc::{head_server, Empty};
 use starling_proto::session::{ClientBatch, HeadBatch};
-use starling_proto::status::{StatusReply, StatusRequest};
+use starling_proto::status::{PendingReply, PendingRequest, StatusReply, StatusRequest};
 use starling_proto::{JobId, NodeId, ObjectId, ResourceSet};
 use starling_worker::agent::{self, AgentConfig, AgentError, AgentHandle};
 use tokio::sync::mpsc;
@@ -163,6 +163,13 @@ impl head_server::Head for FakeHead {
     }
 
     async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusReply>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+
+    async fn pending_reason(
+        &self,
+        _: Request<PendingRequest>,
+    ) -> Result<Response<PendingReply>, Status> {
         Err(Status::unimplemented("fake head"))
     }
 }

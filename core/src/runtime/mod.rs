@@ -337,7 +337,7 @@ impl Runtime {
     pub(crate) fn pending_reason(&self, id: ObjectId) -> Option<String> {
         match &self.backend {
             Backend::InProcess(e) => e.pending_reason(id),
-            Backend::Cluster(_) => None,
+            Backend::Cluster(c) => c.pending_reason(id),
         }
     }
 

@@ -90,7 +90,7 @@ pub struct TaskFailure {
     pub task_id: u64,
     #[prost(uint32, tag = "2")]
     pub attempt: u32,
-    #[prost(oneof = "task_failure::Kind", tags = "3, 4, 5, 6, 7, 8")]
+    #[prost(oneof = "task_failure::Kind", tags = "3, 4, 5, 6, 7, 8, 9")]
     pub kind: ::core::option::Option<task_failure::Kind>,
 }
 /// Nested message and enum types in `TaskFailure`.
@@ -109,6 +109,9 @@ pub mod task_failure {
         ObjectLost(u64),
         #[prost(string, tag = "8")]
         WorkerDied(::prost::alloc::string::String),
+        /// No node can ever run it where it must run (hard node affinity): why.
+        #[prost(string, tag = "9")]
+        Unschedulable(::prost::alloc::string::String),
     }
 }
 /// Where a large object lives.
@@ -551,6 +554,21 @@ pub struct StatusRequest {
     /// Set by a job's processes: only the job's instances are listed.
     #[prost(uint64, tag = "1")]
     pub job: u64,
+}
+/// Asks why a task has not started.
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct TaskRef {
+    #[prost(uint64, tag = "1")]
+    pub task: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PendingReply {
+    /// Whether it is waiting (queued, for its arguments, or infeasible); false once it runs,
+    /// ended, or is unknown.
+    #[prost(bool, tag = "1")]
+    pub pending: bool,
+    #[prost(string, tag = "2")]
+    pub reason: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeStatus {

@@ -6,12 +6,17 @@ use crate::node::{
     StartWorkers, StoreUsage, WorkerExit,
 };
 use crate::pb;
-use crate::status::{NodeStatus, StatusReply, StatusRequest};
+use crate::status::{NodeStatus, PendingReply, PendingRequest, StatusReply, StatusRequest};
 use crate::wire::DecodeError;
-use crate::{JobId, NodeId, ObjectId};
+use crate::{JobId, NodeId, ObjectId, TaskId};
 
 wire!(try NodeBatch => pb::NodeBatch, HeadToNodeBatch => pb::HeadToNodeBatch);
-wire!(StatusRequest => pb::StatusRequest, StatusReply => pb::StatusReply);
+wire!(
+    StatusRequest => pb::StatusRequest,
+    StatusReply => pb::StatusReply,
+    PendingRequest => pb::TaskRef,
+    PendingReply => pb::PendingReply,
+);
 
 fn missing(what: &str) -> DecodeError {
     DecodeError(format!("{what} without a kind"))
@@ -298,6 +303,37 @@ impl From<pb::StatusReply> for StatusReply {
             max_live: r.max_live,
             drivers_waiting: r.drivers_waiting,
             peak_live: r.peak_live,
+        }
+    }
+}
+
+impl From<PendingRequest> for pb::TaskRef {
+    fn from(r: PendingRequest) -> Self {
+        pb::TaskRef { task: r.task.0 }
+    }
+}
+
+impl From<pb::TaskRef> for PendingRequest {
+    fn from(r: pb::TaskRef) -> Self {
+        PendingRequest {
+            task: TaskId(r.task),
+        }
+    }
+}
+
+impl From<PendingReply> for pb::PendingReply {
+    fn from(r: PendingReply) -> Self {
+        pb::PendingReply {
+            pending: r.reason.is_some(),
+            reason: r.reason.unwrap_or_default(),
+        }
+    }
+}
+
+impl From<pb::PendingReply> for PendingReply {
+    fn from(r: pb::PendingReply) -> Self {
+        PendingReply {
+            reason: r.pending.then_some(r.reason),
         }
     }
 }

@@ -13,7 +13,7 @@ use starling_proto::node::{HeadToNodeBatch, NodeBatch, NodeOp};
 use starling_proto::rpc::{head_server, Empty};
 use starling_proto::security::Scope;
 use starling_proto::session::{ClientBatch, ClientOp, HeadBatch, Hello};
-use starling_proto::status::{StatusReply, StatusRequest};
+use starling_proto::status::{PendingReply, PendingRequest, StatusReply, StatusRequest};
 use starling_proto::NodeId;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -384,6 +384,26 @@ impl head_server::Head for HeadService {
     ) -> Result<Response<StatusReply>, Status> {
         let job = request.into_inner().job;
         Ok(Response::new(self.head.status(job)))
+    }
+
+    async fn pending_reason(
+        &self,
+        request: Request<PendingRequest>,
+    ) -> Result<Response<PendingReply>, Status> {
+        let scope = Scope::of(&request);
+        let task = request.into_inner().task;
+        // A job's credential asks about its own job's tasks only.
+        if let Scope::Job(job) = scope {
+            let owner = self.head.object_job(starling_proto::ObjectId::from(task));
+            if owner != Some(job) {
+                return Err(Status::permission_denied(format!(
+                    "a credential of job {job} cannot ask about task {task} of another job"
+                )));
+            }
+        }
+        Ok(Response::new(PendingReply {
+            reason: self.head.pending_reason(task),
+        }))
     }
 
     async fn submit_job(&self, request: Request<JobSpec>) -> Result<Response<JobInfo>, Status> {

@@ -1074,6 +1074,11 @@ impl Head {
     }
 
     /// The job that made object `id` (`None`: no session of this head made it).
+    /// Why `task` has not started (`None`: it runs, ended, or is unknown).
+    pub fn pending_reason(&self, task: TaskId) -> Option<String> {
+        self.state.lock().core.pending_reason(task)
+    }
+
     pub fn object_job(&self, id: ObjectId) -> Option<JobId> {
         let g = self.state.lock();
         g.session_jobs

@@ -30,7 +30,7 @@ use starling_proto::security::{AuthChannel, Credentials, SILENCE_LIMIT};
 use starling_proto::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, RunTask, Value, Welcome,
 };
-use starling_proto::status::{StatusReply, StatusRequest};
+use starling_proto::status::{PendingRequest, StatusReply, StatusRequest};
 use starling_proto::{
     FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId, COUNTER_MASK,
 };
@@ -661,6 +661,26 @@ impl Client {
         let handle = self.rt.clone();
         std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())
             .unwrap_or_else(|_| Err(Error::Startup("status thread panicked".into())))
+    }
+
+    /// Why the task making `id` has not started, as the head sees it (`None`: it runs, ended,
+    /// or the head cannot say).
+    pub fn pending_reason(&self, id: ObjectId) -> Option<String> {
+        let addr = self.addr.clone();
+        let creds = self.creds.clone();
+        let fut = async move {
+            let channel = connect_channel(&creds, &addr, Duration::from_secs(5)).await?;
+            HeadClient::new(channel)
+                .pending_reason(PendingRequest { task: id.task() })
+                .await
+                .map(|r| r.into_inner().reason)
+                .map_err(|s| Error::from_status(&addr, &s))
+        };
+        let handle = self.rt.clone();
+        std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())
+            .ok()
+            .and_then(|r| r.ok())
+            .flatten()
     }
 
     pub fn nodes(&self) -> Vec<NodeInfo> {
