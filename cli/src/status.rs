@@ -159,6 +159,16 @@ pub fn render(head: &str, r: &StatusReply) -> String {
         0 => writeln!(out),
         n => writeln!(out, ", {n} driver(s) waiting for room"),
     };
+    if r.infeasible > 0 {
+        let _ = writeln!(
+            out,
+            "infeasible: {} task(s) no node can hold now (they wait for one that can)",
+            r.infeasible
+        );
+        for (task, reason) in &r.infeasible_tasks {
+            let _ = writeln!(out, "  {task}: {reason}");
+        }
+    }
     let _ = writeln!(
         out,
         "objects: {} (head store {}, {} on its disk)",
@@ -203,7 +213,7 @@ mod tests {
     use super::*;
     use starling_proto::node::StoreUsage;
     use starling_proto::status::NodeStatus;
-    use starling_proto::NodeId;
+    use starling_proto::{NodeId, TaskId};
 
     fn amounts(list: &[(&str, u64)]) -> ResourceSet {
         let mut set = ResourceSet::new();
@@ -253,6 +263,8 @@ mod tests {
             max_live: 1000,
             drivers_waiting: 1,
             peak_live: 7,
+            infeasible: 3,
+            infeasible_tasks: vec![(TaskId(5), "needs gpu=1; no node has gpu".into())],
         };
         let text = render("127.0.0.1:6380", &reply);
         assert!(text.starts_with("head 127.0.0.1:6380\nnodes: 1 alive, 1 dead\n"));
@@ -266,6 +278,13 @@ mod tests {
              reconstructed=2\nhead holds 3 of at most 1000 tasks (peak 7), 1 driver(s) waiting for room\n"
         ));
         assert!(
+            text.contains(
+                "infeasible: 3 task(s) no node can hold now (they wait for one that can)\n  \
+                 T5: needs gpu=1; no node has gpu\n"
+            ),
+            "{text}"
+        );
+        assert!(
             text.ends_with("objects: 3 (head store 2.0 KiB, 3.0 MiB on its disk)\n"),
             "{text}"
         );
@@ -275,6 +294,7 @@ mod tests {
     fn an_empty_cluster_has_no_table() {
         let text = render("h:1", &StatusReply::default());
         assert!(text.contains("nodes: 0 alive, 0 dead\ntasks:"), "{text}");
+        assert!(!text.contains("infeasible"), "{text}");
     }
 
     #[test]

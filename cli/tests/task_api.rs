@@ -25,6 +25,15 @@ fn all_ok(mode: &str, out: &str, err: &str) {
             "{mode}: {check} did not pass\nstdout:\n{out}\nstderr:\n{err}"
         );
     }
+    // `placement` left two tasks of one shape no node can hold: the driver warned once.
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("cannot run on any node now"))
+        .collect();
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("no_such_thing"),
+        "{mode}: not warned exactly once of the infeasible tasks: {warnings:?}\n{err}"
+    );
 }
 
 fn run_alone(args: &[&str]) -> (String, String) {
@@ -61,5 +70,15 @@ fn head_and_agents_as_processes() {
         status.success(),
         &format!("task_api exited with {status}:\n{stdout}"),
     );
-    all_ok("cluster", &stdout, "(see the cluster's logs)");
+    // The payload's stderr, as `run_status` keeps it (`task_api-<run>.log`; one run here).
+    let err: String = std::fs::read_dir(&c.dir)
+        .expect("the cluster's directory")
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("task_api-") && name.ends_with(".log")
+        })
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    all_ok("cluster", &stdout, &err);
 }

@@ -137,6 +137,12 @@ pub enum HeadOp {
     /// for a while, so a client that hears nothing for [`crate::security::SILENCE_LIMIT`] knows
     /// the head is gone or wedged.
     Alive,
+    /// A task this client submitted cannot run on any node now (`reason`); it waits for a
+    /// node that can hold it. Said each time the head finds it so: warn once per reason.
+    Infeasible {
+        task: TaskId,
+        reason: String,
+    },
 }
 
 /// One message of a client's session stream.
@@ -203,6 +209,7 @@ impl HeadOp {
     pub fn wire_size(&self) -> usize {
         match self {
             HeadOp::Welcome(_) | HeadOp::Cancel(_) | HeadOp::Alive => OVERHEAD,
+            HeadOp::Infeasible { reason, .. } => OVERHEAD + reason.len(),
             HeadOp::Value(v) => value_size(&v.value),
             HeadOp::Run(r) => {
                 let args: usize = r

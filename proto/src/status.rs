@@ -60,4 +60,8 @@ pub struct StatusReply {
     pub drivers_waiting: u32,
     /// The most tasks the head held at once since it started.
     pub peak_live: u64,
+    /// Tasks no node can hold now (they wait for one that can).
+    pub infeasible: u64,
+    /// The first few of them, with why.
+    pub infeasible_tasks: Vec<(TaskId, String)>,
 }

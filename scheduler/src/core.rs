@@ -250,6 +250,21 @@ impl Core {
         }
     }
 
+    /// The tasks no node can hold now, oldest first, with why (at most `limit` of them), and
+    /// how many there are in all.
+    pub fn infeasible_tasks(&self, limit: usize) -> (Vec<(TaskId, String)>, usize) {
+        let list = self
+            .infeasible
+            .iter()
+            .filter_map(|t| match &self.tasks.get(t)?.state {
+                TaskState::Infeasible(r) => Some((*t, r.clone())),
+                _ => None,
+            })
+            .take(limit)
+            .collect();
+        (list, self.infeasible.len())
+    }
+
     /// The state of `object`, or `None` if it was freed (or never existed).
     pub fn object_state(&self, object: ObjectId) -> Option<&ObjectState> {
         self.objects.get(&object).map(|o| &o.state)

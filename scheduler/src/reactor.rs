@@ -759,6 +759,9 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                 }
                 Placement::Infeasible(reason) => {
                     core.classes[c].queue.pop_front();
+                    if let Some(e) = core.tasks.get(&task) {
+                        t.task_infeasible(&e.spec, &reason);
+                    }
                     core.tasks.get_mut(&task).expect("live").state = TaskState::Infeasible(reason);
                     core.infeasible.push(task);
                 }

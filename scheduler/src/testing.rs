@@ -45,6 +45,8 @@ pub struct RecordingTransport {
     pub failures: std::collections::HashMap<JobId, String>,
     /// Jobs reported finished, in order.
     pub finished: Vec<JobId>,
+    /// `task_infeasible` calls, in order (kept apart from `sent`).
+    pub infeasible: Vec<(TaskId, String)>,
 }
 
 impl RecordingTransport {
@@ -92,6 +94,10 @@ impl Transport for RecordingTransport {
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.sent.push(Sent::CancelRunning(worker, task, force));
+    }
+
+    fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
+        self.infeasible.push((task.id, reason.to_string()));
     }
 }
 

@@ -39,6 +39,11 @@ pub trait Transport {
     /// cancelled, not because an argument failed. The head keeps the last one per job to say
     /// why a job's entrypoint gave up (default: nothing to do).
     fn task_failed(&mut self, _job: JobId, _failure: &Arc<TaskFailure>) {}
+
+    /// No node can hold `task` now (`reason`): it waits for one that can. Said each time a
+    /// scheduling pass finds it so; the submitter warns once per reason, as Ray does (default:
+    /// nothing to do).
+    fn task_infeasible(&mut self, _task: &TaskSpec, _reason: &str) {}
 }
 
 /// How one run of a task ended, as reported by the worker that ran it.

@@ -613,6 +613,18 @@ fn gpu_task_is_infeasible_until_a_gpu_node_joins() {
         c.state(1),
         Some(TaskState::Infeasible("needs gpu=1; no node has gpu".into()))
     );
+    assert_eq!(
+        c.t.infeasible,
+        [(TaskId(1), "needs gpu=1; no node has gpu".to_string())],
+        "the transport hears of it, to tell its submitter"
+    );
+    assert_eq!(
+        c.core.infeasible_tasks(5),
+        (
+            vec![(TaskId(1), "needs gpu=1; no node has gpu".to_string())],
+            1
+        )
+    );
     let reason = c.core.pending_reason(TaskId(1)).expect("pending");
     assert!(reason.starts_with("infeasible:"), "{reason}");
     assert_eq!(reason, "infeasible: needs gpu=1; no node has gpu");

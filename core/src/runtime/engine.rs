@@ -58,6 +58,8 @@ enum Effect {
     SpawnWorker,
     /// Tell the task it is cancelled; with force, also retire its executor thread.
     Cancel(WorkerId, TaskId, bool),
+    /// No CPU set of this process can hold the task now.
+    Infeasible(TaskId, String),
 }
 
 #[derive(Default)]
@@ -89,6 +91,9 @@ impl Transport for Effects {
         // let the worker go at once (its CPU is free for other tasks); its thread ends when the
         // task returns.
         self.0.push(Effect::Cancel(worker, task, force));
+    }
+    fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
+        self.0.push(Effect::Infeasible(task.id, reason.to_string()));
     }
 }
 
@@ -252,6 +257,9 @@ impl Engine {
                     Effect::Failed(o, f) => self.store.fail(o, f),
                     Effect::Free(o) => self.store.remove(o),
                     Effect::SpawnWorker => spawn += 1,
+                    Effect::Infeasible(t, reason) => {
+                        crate::cluster::client::warn_infeasible(t, &reason)
+                    }
                     Effect::Cancel(w, t, force) => {
                         let slot = &slots[w.0 as usize - 1];
                         slot.cancelled.store(t.0, Ordering::SeqCst);

@@ -284,7 +284,7 @@ pub struct ClientBatch {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct HeadOp {
-    #[prost(oneof = "head_op::Kind", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "head_op::Kind", tags = "1, 2, 3, 4, 5, 6")]
     pub kind: ::core::option::Option<head_op::Kind>,
 }
 /// Nested message and enum types in `HeadOp`.
@@ -304,7 +304,17 @@ pub mod head_op {
         /// is gone or wedged (HTTP/2 keepalive alone cannot tell a hung head from a busy one).
         #[prost(bool, tag = "5")]
         Alive(bool),
+        /// A task this client submitted cannot run on any node now; it waits for one that can.
+        #[prost(message, tag = "6")]
+        Infeasible(super::Infeasible),
     }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Infeasible {
+    #[prost(uint64, tag = "1")]
+    pub task: u64,
+    #[prost(string, tag = "2")]
+    pub reason: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct HeadBatch {
@@ -628,6 +638,11 @@ pub struct StatusReply {
     /// The most tasks the head held at once since it started.
     #[prost(uint64, tag = "15")]
     pub peak_live: u64,
+    /// Tasks no node can hold now (they wait for one that can), and the first few of them.
+    #[prost(uint64, tag = "16")]
+    pub infeasible: u64,
+    #[prost(message, repeated, tag = "17")]
+    pub infeasible_tasks: ::prost::alloc::vec::Vec<Infeasible>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct JobSpec {

@@ -281,6 +281,15 @@ impl From<StatusReply> for pb::StatusReply {
             max_live: r.max_live,
             drivers_waiting: r.drivers_waiting,
             peak_live: r.peak_live,
+            infeasible: r.infeasible,
+            infeasible_tasks: r
+                .infeasible_tasks
+                .into_iter()
+                .map(|(task, reason)| pb::Infeasible {
+                    task: task.0,
+                    reason,
+                })
+                .collect(),
         }
     }
 }
@@ -303,6 +312,12 @@ impl From<pb::StatusReply> for StatusReply {
             max_live: r.max_live,
             drivers_waiting: r.drivers_waiting,
             peak_live: r.peak_live,
+            infeasible: r.infeasible,
+            infeasible_tasks: r
+                .infeasible_tasks
+                .into_iter()
+                .map(|i| (TaskId(i.task), i.reason))
+                .collect(),
         }
     }
 }

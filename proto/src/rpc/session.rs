@@ -260,6 +260,10 @@ impl From<HeadOp> for pb::HeadOp {
                 HeadOp::Run(r) => Kind::Run(r.into()),
                 HeadOp::Cancel(t) => Kind::Cancel(t.0),
                 HeadOp::Alive => Kind::Alive(true),
+                HeadOp::Infeasible { task, reason } => Kind::Infeasible(pb::Infeasible {
+                    task: task.0,
+                    reason,
+                }),
             }),
         }
     }
@@ -276,6 +280,10 @@ impl TryFrom<pb::HeadOp> for HeadOp {
             Kind::Run(r) => HeadOp::Run(r.try_into()?),
             Kind::Cancel(t) => HeadOp::Cancel(TaskId(t)),
             Kind::Alive(_) => HeadOp::Alive,
+            Kind::Infeasible(i) => HeadOp::Infeasible {
+                task: TaskId(i.task),
+                reason: i.reason,
+            },
         })
     }
 }
@@ -373,6 +381,10 @@ mod tests {
             }),
             HeadOp::Cancel(TaskId(u64::MAX)),
             HeadOp::Alive,
+            HeadOp::Infeasible {
+                task: TaskId(u64::MAX),
+                reason: "needs gpu=1; no node has gpu".into(),
+            },
             HeadOp::Value(ObjectValue {
                 object: ObjectId(u64::MAX),
                 value: Value::Inline(vec![7; 300]),

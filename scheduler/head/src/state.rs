@@ -37,6 +37,9 @@ use starling_scheduler::jobs::{describe_exit, JobNodeOp, JobTransport, Jobs, Now
 use starling_scheduler::reactor;
 use starling_scheduler::{Core, TaskOutcome, Transport};
 
+/// How many of the tasks no node can hold the status lists by name.
+const INFEASIBLE_SHOWN: usize = 5;
+
 /// Objects `put` by drivers live at the head, which is not a scheduler node.
 pub(crate) const HEAD_NODE: NodeId = NodeId(0);
 
@@ -351,6 +354,18 @@ impl Transport for Outbox {
                 self.queue_node(node, HeadToNodeOp::KillWorker { job, pid });
             }
         }
+    }
+
+    fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
+        // The session that submitted it (its number is in the task's id) warns its user.
+        let client = starling_proto::session_of(task.id.0);
+        self.queue_client(
+            client,
+            HeadOp::Infeasible {
+                task: task.id,
+                reason: reason.to_string(),
+            },
+        );
     }
 
     fn task_failed(&mut self, job: JobId, failure: &Arc<TaskFailure>) {
@@ -1035,6 +1050,7 @@ impl Head {
         } else {
             g.jobs.nodes_of(job)
         };
+        let (infeasible_tasks, infeasible_count) = g.core.infeasible_tasks(INFEASIBLE_SHOWN);
         let nodes = g
             .core
             .nodes()
@@ -1070,6 +1086,8 @@ impl Head {
             max_live: self.room.limit() as u64,
             drivers_waiting: self.room.waiting() as u32,
             peak_live: stats.peak_live,
+            infeasible: infeasible_count as u64,
+            infeasible_tasks,
         }
     }
 

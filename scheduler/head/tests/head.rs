@@ -288,6 +288,65 @@ impl Session {
     }
 }
 
+/// A task no node can hold is told to the session that submitted it (its driver warns once)
+/// and counted, with why, in the head's status; it leaves both when cancelled.
+#[tokio::test]
+async fn an_infeasible_task_is_told_to_its_submitter_and_shown_in_status() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = temp_dir("infeasible");
+        let head = serve(config(&dir)).await.unwrap();
+        let addr = head.addr();
+        let mut s = session(addr).await;
+        let id = s.welcome.id_base | 1;
+        let mut spec = task(id, "f", vec![]);
+        spec.resources = ResourceSet::cpus(1.0).with("no_such_thing", 1.0);
+        s.send(ClientOp::Submit(spec));
+        let (task, reason) = loop {
+            let batch = s.replies.next().await.expect("a reply").expect("no error");
+            if let Some(found) = batch.ops.into_iter().find_map(|op| match op {
+                HeadOp::Infeasible { task, reason } => Some((task, reason)),
+                _ => None,
+            }) {
+                break found;
+            }
+        };
+        assert_eq!(task, TaskId(id));
+        assert!(reason.contains("no_such_thing"), "{reason}");
+        let status = client(addr)
+            .await
+            .status(StatusRequest { job: JobId(0) })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(status.infeasible, 1);
+        assert_eq!(status.infeasible_tasks, [(TaskId(id), reason)]);
+
+        s.send(ClientOp::Cancel(TaskId(id)));
+        let mut c = client(addr).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let st = c
+                .status(StatusRequest { job: JobId(0) })
+                .await
+                .unwrap()
+                .into_inner();
+            if st.infeasible == 0 && st.infeasible_tasks.is_empty() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the cancelled task is still listed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop((s, c));
+        head.shutdown().await;
+        let _ = std::fs::remove_dir_all(dir);
+    })
+    .await
+    .expect("bounded");
+}
+
 /// An op a session of another job tries, made from that session.
 type Attempt = Box<dyn Fn(&Session) -> ClientOp>;
 

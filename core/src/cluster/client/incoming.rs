@@ -84,6 +84,7 @@ impl Client {
             HeadOp::Cancel(t) => {
                 self.cancelled.lock().insert(t.0);
             }
+            HeadOp::Infeasible { task, reason } => super::warn_infeasible(task, &reason),
             HeadOp::Welcome(_) | HeadOp::Alive => {}
         }
     }

@@ -711,6 +711,22 @@ impl Client {
     }
 }
 
+/// Tells the user, once per reason in this process, that a task waits for a node that can hold
+/// it (as Ray warns of infeasible tasks); `pending_reason` says it for any one task.
+pub(crate) fn warn_infeasible(task: TaskId, reason: &str) {
+    static SAID: Mutex<Option<std::collections::HashSet<String>>> = Mutex::new(None);
+    let first = SAID
+        .lock()
+        .get_or_insert_with(Default::default)
+        .insert(reason.to_string());
+    if first {
+        eprintln!(
+            "starling: task {task} cannot run on any node now ({reason}); it waits until a node \
+             that can hold it joins"
+        );
+    }
+}
+
 /// The client's part in a wait: a task blocked in `get` tells the head, which lends its CPUs
 /// out; a closed session ends waits.
 struct Hooks<'a> {
