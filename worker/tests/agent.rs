@@ -774,7 +774,9 @@ async fn frees_spills_and_serves_objects() -> Result<()> {
     let tmp = TempDir::new("objects")?;
     let mut head = Head::start(None, HashMap::new()).await?;
     let mut cfg = config(&head, &tmp.0, None);
-    cfg.store_cap_bytes = (3 << 20) + 300;
+    // Room for the three 1 MiB objects and the small files planted below (the planted ones are
+    // the newest, so going over the cap with them would spill object 3, the oldest left).
+    cfg.store_cap_bytes = (3 << 20) + 4096;
     let (store, spill) = (tmp.0.join("store"), tmp.0.join("spill"));
     // A store directory that already holds an object: the agent empties it.
     std::fs::create_dir_all(&store)?;
