@@ -645,42 +645,42 @@ impl Client {
 
     /// The head's status report.
     pub fn status(&self) -> Result<StatusReply> {
-        let job = self.job.load(Ordering::Acquire);
-        let addr = self.addr.clone();
-        let creds = self.creds.clone();
-        let fut = async move {
-            let channel = connect_channel(&creds, &addr, Duration::from_secs(5)).await?;
-            HeadClient::new(channel)
-                .status(StatusRequest { job: JobId(job) })
-                .await
-                .map(|r| r.into_inner())
-                .map_err(|s| Error::from_status(&addr, &s))
-        };
-        // Status can be asked from inside the I/O runtime's threads (never in practice) or from
-        // user threads; block on a fresh thread to be safe in both.
-        let handle = self.rt.clone();
-        std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())
-            .unwrap_or_else(|_| Err(Error::Startup("status thread panicked".into())))
+        let job = JobId(self.job.load(Ordering::Acquire));
+        self.unary(move |mut head| async move { head.status(StatusRequest { job }).await })
     }
 
     /// Why the task making `id` has not started, as the head sees it (`None`: it runs, ended,
     /// or the head cannot say).
     pub fn pending_reason(&self, id: ObjectId) -> Option<String> {
+        let task = id.task();
+        self.unary(
+            move |mut head| async move { head.pending_reason(PendingRequest { task }).await },
+        )
+        .ok()
+        .and_then(|r| r.reason)
+    }
+
+    /// One unary call to the head on a channel of its own, waited for here.
+    fn unary<T, F>(&self, call: impl FnOnce(HeadClient<AuthChannel>) -> F + Send) -> Result<T>
+    where
+        T: Send,
+        F: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>
+            + Send,
+    {
         let addr = self.addr.clone();
         let creds = self.creds.clone();
         let fut = async move {
             let channel = connect_channel(&creds, &addr, Duration::from_secs(5)).await?;
-            HeadClient::new(channel)
-                .pending_reason(PendingRequest { task: id.task() })
+            call(HeadClient::new(channel))
                 .await
-                .map(|r| r.into_inner().reason)
+                .map(tonic::Response::into_inner)
                 .map_err(|s| Error::from_status(&addr, &s))
         };
+        // It can be asked from inside the I/O runtime's threads (never in practice) or from
+        // user threads; block on a fresh thread to be safe in both.
         let handle = self.rt.clone();
         std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())
-            .ok()
-            .and_then(|r| r.ok())
-            .flatten()
+            .unwrap_or_else(|_| Err(Error::Startup("a call to the head panicked".into())))
     }
 
     pub fn nodes(&self) -> Vec<NodeInfo> {
