@@ -429,10 +429,12 @@ async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
     .await?;
 
     // The log is tagged by task and stream, markers stripped, environment as documented.
+    // stdout and stderr are separate pipes read by separate tasks, so the last line of one
+    // can land before the last line of the other: wait for both.
     let log = logs.join(format!("worker-J3-{}.log", pids[0]));
     let text = eventually("a complete log", || {
         let t = std::fs::read_to_string(&log)?;
-        Ok(t.contains("[-] out|idle").then_some(t))
+        Ok((t.contains("[-] out|idle") && t.contains("err|oops")).then_some(t))
     })
     .await?;
     let store = std::fs::canonicalize(tmp.0.join("store"))?;
