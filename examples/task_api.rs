@@ -10,6 +10,7 @@
 //! force_cancel=ok
 //! recursive_cancel=ok
 //! placement=ok
+//! threads_get=ok
 //! ```
 
 use std::path::PathBuf;
@@ -63,7 +64,7 @@ fn until(what: &str, cond: impl Fn() -> bool) -> anyhow::Result<()> {
 }
 
 /// Says it started (a line in `dir/started`), then keeps its CPU busy without ever asking
-/// whether it was cancelled, until `dir/stop` exists (or [`LONG`] passes).
+/// whether it was cancelled, until `dir/stop` exists or `dir` is gone (or [`LONG`] passes).
 #[starling::remote]
 fn spin(dir: PathBuf) -> u64 {
     use std::io::Write;
@@ -76,7 +77,8 @@ fn spin(dir: PathBuf) -> u64 {
     }
     let (stop, deadline) = (dir.join("stop"), Instant::now() + LONG);
     let mut x = 0u64;
-    while !stop.exists() && Instant::now() < deadline {
+    // The driver removes `dir` when it is done with the check: that stops it too.
+    while !stop.exists() && dir.exists() && Instant::now() < deadline {
         for _ in 0..100_000 {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
@@ -89,7 +91,8 @@ fn spin(dir: PathBuf) -> u64 {
 fn marked_hold(dir: PathBuf) -> u64 {
     let _ = std::fs::write(dir.join("child-started"), b"");
     let deadline = Instant::now() + LONG;
-    while !dir.join("go").exists() && Instant::now() < deadline {
+    // The driver removes `dir` when it is done with the check: that lets it go too.
+    while !dir.join("go").exists() && dir.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     7
@@ -107,6 +110,76 @@ fn parent(dir: PathBuf) -> u64 {
     };
     let _ = std::fs::write(dir.join("child"), how);
     1
+}
+
+/// A child pinned to `node`; with `depth > 0` it waits for a grandchild of its own from a
+/// scoped thread, so the wait of a task's thread is nested inside another.
+#[starling::remote]
+fn pinned_child(node: starling::NodeId, i: u64, depth: u32) -> u64 {
+    if depth == 0 {
+        return i + 1;
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let grandchild =
+                pinned_child::options()
+                    .node_affinity(node, false)
+                    .remote(node, i, depth - 1);
+            starling::get(&grandchild).expect("the grandchild")
+        })
+        .join()
+        .expect("the scoped thread")
+    })
+}
+
+/// Holds every CPU of `node` and waits for `n` children pinned to that node, each from a
+/// thread of its own (spawned, then from a `std::thread::scope`), joining the threads: the
+/// children can run only if the waits of those threads lend this task's CPUs.
+#[starling::remote]
+fn threads_parent(node: starling::NodeId, n: u64) -> u64 {
+    let child = move |i: u64, depth: u32| {
+        starling::get(
+            &pinned_child::options()
+                .node_affinity(node, false)
+                .remote(node, i, depth),
+        )
+        .expect("a child")
+    };
+    let spawned: Vec<_> = (0..n)
+        .map(|i| std::thread::spawn(move || child(i, 0)))
+        .collect();
+    let mut sum: u64 = spawned
+        .into_iter()
+        .map(|h| h.join().expect("a thread"))
+        .sum();
+    std::thread::scope(|s| {
+        let scoped: Vec<_> = (0..n).map(|i| s.spawn(move || child(i, 1))).collect();
+        sum += scoped
+            .into_iter()
+            .map(|h| h.join().expect("a scoped thread"))
+            .sum::<u64>();
+    });
+    sum
+}
+
+/// A task that holds all its node's CPUs and waits for its children from threads it spawned
+/// (and a thread scope, nested) finishes: any `get` inside a task lends its CPUs, whatever
+/// thread calls it.
+fn threads_get() -> anyhow::Result<()> {
+    let node = starling::nodes()?
+        .into_iter()
+        .find(|n| n.alive && n.resources.get("CPU") >= 1.0)
+        .context("a node with a CPU")?;
+    let cpus = node.resources.get("CPU");
+    let n = 3;
+    let parent = threads_parent::options()
+        .num_cpus(cpus)
+        .node_affinity(node.id, false)
+        .remote(node.id, n);
+    let sum = starling::get_timeout(&parent, LONG).context("the parent")?;
+    // Each child returns its index plus one, spawned and scoped: twice 1 + 2 + .. + n.
+    ensure!(sum == n * (n + 1), "the children's sum: {sum}");
+    Ok(())
 }
 
 fn lines(path: &std::path::Path) -> usize {
@@ -352,7 +425,7 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 7] = [
+    let checks: [(&str, Check); 8] = [
         ("wait_exact", wait_exact),
         ("wait_timeout", wait_timeout),
         ("wait_refusals", wait_refusals),
@@ -360,6 +433,7 @@ fn main() -> anyhow::Result<()> {
         ("force_cancel", force_cancel),
         ("recursive_cancel", recursive_cancel),
         ("placement", placement),
+        ("threads_get", threads_get),
     ];
     for (name, check) in checks {
         check().with_context(|| format!("check {name}"))?;

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 7] = [
+const CHECKS: [&str; 8] = [
     "wait_exact",
     "wait_timeout",
     "wait_refusals",
@@ -16,6 +16,7 @@ const CHECKS: [&str; 7] = [
     "force_cancel",
     "recursive_cancel",
     "placement",
+    "threads_get",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {

@@ -620,6 +620,37 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
     core.nodes[w.node].available.add(&lent);
 }
 
+/// A thread that is not running a task of its own waits in `get` while tasks run: in-process,
+/// it may be a thread a task spawned (nothing tells it from a driver's thread there), and that
+/// task may be waiting for it to finish. It lends the CPUs of one running task, the one that
+/// has not lent them yet with the smallest id, as if that task were blocked, so the tasks it
+/// waits for can run. Returns the worker that lent, for [`on_thread_unblocked`]; `None` if no
+/// task runs (nothing holds a CPU that could be lent).
+pub fn on_thread_blocked(core: &mut Core) -> Option<WorkerId> {
+    let running = |w: &crate::core::WorkerState| !w.tasks.is_empty() && !w.draining;
+    let pick = core
+        .workers
+        .iter()
+        .filter(|(_, w)| running(w) && !w.blocked)
+        .map(|(id, _)| *id)
+        .min()
+        .or_else(|| {
+            core.workers
+                .iter()
+                .filter(|(_, w)| running(w))
+                .map(|(id, _)| *id)
+                .min()
+        })?;
+    on_worker_blocked(core, pick);
+    Some(pick)
+}
+
+/// The wait [`on_thread_blocked`] reported ended: `worker` resumes as for
+/// [`on_worker_unblocked`].
+pub fn on_thread_unblocked(core: &mut Core, worker: WorkerId) {
+    on_worker_unblocked(core, worker);
+}
+
 /// `worker`'s task is running again. It takes its CPUs back if they are free; otherwise it runs
 /// on without them (the node is briefly oversubscribed) rather than waiting.
 pub fn on_worker_unblocked(core: &mut Core, worker: WorkerId) {
@@ -857,6 +888,25 @@ fn class_depth(core: &Core, class: usize) -> usize {
     depth.clamp(1, core.pipeline_depth)
 }
 
+/// The live tasks `task` descends from (its parent, the parent's parent, ...), nearest first;
+/// empty for a task a driver submitted, so drivers' tasks pay nothing for it.
+fn ancestors(core: &Core, task: TaskId) -> Vec<TaskId> {
+    let mut out = Vec::new();
+    let mut at = core.tasks.get(&task).and_then(|e| e.spec.parent);
+    while let Some(p) = at {
+        // Ids are fresh per task, so a chain never loops; the bound is for a corrupt spec.
+        if out.len() >= 4096 {
+            break;
+        }
+        let Some(entry) = core.tasks.get(&p) else {
+            break;
+        };
+        out.push(p);
+        at = entry.spec.parent;
+    }
+    out
+}
+
 /// The work a pipeline should hold: a few network round trips between a worker and the head.
 pub const PIPELINE_WINDOW_US: f64 = 2_000.0;
 
@@ -880,6 +930,9 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
     // queued behind a task that may run long, except on a worker blocked in `get` (it runs
     // what it is handed at once, beside the blocked task).
     let short = known_short(core, task);
+    // Nor is a task queued behind one of its ancestors on a worker that is not blocked: the
+    // ancestor may wait for it in ways the worker cannot see (a thread it joins, a channel).
+    let ancestors = ancestors(core, task);
     let best = core
         .workers
         .iter()
@@ -890,7 +943,10 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
                 && w.class as usize == class
                 && w.tasks.len() < limit(w)
                 && core.nodes[w.node].alive
-                && (w.blocked || (short && w.tasks.front().is_some_and(|&f| known_short(core, f))))
+                && (w.blocked
+                    || (short
+                        && w.tasks.front().is_some_and(|&f| known_short(core, f))
+                        && !w.tasks.iter().any(|x| ancestors.contains(x))))
         })
         .min_by_key(|(id, w)| (w.tasks.len(), **id))
         .map(|(id, _)| *id);

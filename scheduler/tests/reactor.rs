@@ -1710,6 +1710,71 @@ fn long_tasks_are_not_pipelined() {
     assert_eq!(core.task_state(TaskId(2)), Some(&TaskState::Queued));
 }
 
+/// A task is never queued behind one of its ancestors on a worker that is not blocked: the
+/// ancestor may wait for it from a thread the worker does not see (a thread it joins), and
+/// would then wait forever. A driver's short tasks still queue behind each other.
+#[test]
+fn nothing_is_pipelined_behind_its_own_ancestor() {
+    let (mut core, mut t) = pipelined_core(8);
+    on_submit(&mut core, &mut t, task(1, vec![]));
+    schedule(&mut core, &mut t);
+    starling_scheduler::reactor::on_task_runtime(&mut core, TaskId(1), 10);
+    // Task 2 is the running task's child, task 3 its grandchild: neither queues behind it.
+    let child = |id: u64, parent: u64| TaskSpec {
+        parent: Some(TaskId(parent)),
+        ..task(id, vec![])
+    };
+    // Task 4 is a driver's: it does.
+    on_submit(&mut core, &mut t, task(4, vec![]));
+    on_submit(&mut core, &mut t, child(2, 1));
+    on_submit(&mut core, &mut t, child(3, 2));
+    schedule(&mut core, &mut t);
+    let dispatched: Vec<TaskId> = t.dispatched().into_iter().map(|(_, task)| task).collect();
+    assert_eq!(dispatched, [TaskId(1), TaskId(4)]);
+    assert_eq!(core.task_state(TaskId(2)), Some(&TaskState::Queued));
+    assert_eq!(core.task_state(TaskId(3)), Some(&TaskState::Queued));
+    // Blocked in `get`, the worker runs what it is handed at once, beside the waiting task:
+    // there its descendants may go.
+    t.take();
+    on_worker_blocked(&mut core, WorkerId(1));
+    schedule(&mut core, &mut t);
+    let dispatched: Vec<TaskId> = t.dispatched().into_iter().map(|(_, task)| task).collect();
+    assert_eq!(dispatched, [TaskId(2), TaskId(3)]);
+}
+
+/// A thread that runs no task of its own waits in `get` (in-process, maybe one a task
+/// spawned): it lends the CPUs of a running task that has not lent them yet, and the same
+/// task takes them back when the wait ends.
+#[test]
+fn a_waiting_thread_lends_a_running_task_s_cpus() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), [1, 2, 3]);
+    assert_eq!(
+        reactor::on_thread_blocked(&mut c.core),
+        None,
+        "nothing runs: nothing to lend"
+    );
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![]));
+    c.submit(task(3, vec![]));
+    let first = c.dispatch();
+    assert_eq!(first.len(), 2, "two CPUs, two tasks: {first:?}");
+    let lender = reactor::on_thread_blocked(&mut c.core).expect("a running task lends");
+    assert_eq!(c.available(N1).cpu_units(), 10_000, "one CPU lent");
+    let second = reactor::on_thread_blocked(&mut c.core).expect("the other one lends");
+    assert_ne!(lender, second, "each lends once");
+    let third = c.dispatch();
+    assert!(
+        third.len() == 1 && third[0].2 == TaskId(3),
+        "the lent CPU runs the third task: {third:?}"
+    );
+    reactor::on_thread_unblocked(&mut c.core, lender);
+    reactor::on_thread_unblocked(&mut c.core, second);
+    for id in 1..=3 {
+        c.succeed(id);
+    }
+    c.assert_all_free();
+}
+
 /// A class is a resource shape, so it mixes functions: a short function's tasks are not
 /// queued behind a task of a function that never reported how long it runs (it may hold its
 /// worker for minutes while another worker frees up), and such a task is not queued behind

@@ -125,7 +125,7 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
     let pool = Arc::new(Pool {
         client: client.clone(),
         runs,
-        permit: Mutex::new(false),
+        gate: Mutex::new(Gate::default()),
         freed: Condvar::new(),
         idle: AtomicUsize::new(0),
         results: Mutex::new(LocalResults::default()),
@@ -154,13 +154,16 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
 }
 
 /// The executor threads of a worker process. The head treats the process as one worker that runs
-/// its tasks one at a time; the permit enforces that. A task blocked in `get` gives the permit up
+/// its tasks one at a time; the [`Gate`] enforces that. A task blocked in `get` steps out of it
 /// and makes sure a spare thread exists, so tasks the head pipelined behind it still run (one of
-/// them may be what it waits for); when it resumes, it takes the permit back.
+/// them may be what it waits for); when it resumes, it waits to step back in. Any other thread
+/// of the process waiting in `get` (one a task spawned: a worker process runs no driver code)
+/// widens the gate by one while it waits, so the task that spawned it, which may be waiting for
+/// it, does not hold up what it waits for.
 struct Pool {
     client: Arc<Client>,
     runs: crossbeam::channel::Receiver<RunTask>,
-    permit: Mutex<bool>,
+    gate: Mutex<Gate>,
     freed: Condvar,
     /// Threads waiting for a task.
     idle: AtomicUsize,
@@ -323,18 +326,42 @@ impl Pool {
 
 static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
 
+/// Who may run tasks in a worker process: one executor thread at a time, plus one more per
+/// thread that runs no task and waits in `get`.
+#[derive(Default)]
+struct Gate {
+    /// Executor threads running a task and not blocked in `get`.
+    running: usize,
+    /// Other threads blocked in `get`.
+    waiting: usize,
+}
+
 impl Pool {
+    /// Steps into the gate (before a task runs, or as a blocked task resumes).
     fn acquire(&self) {
-        let mut held = self.permit.lock().unwrap_or_else(|e| e.into_inner());
-        while *held {
-            held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+        let mut g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        while g.running > g.waiting {
+            g = self.freed.wait(g).unwrap_or_else(|e| e.into_inner());
         }
-        *held = true;
+        g.running += 1;
     }
 
+    /// Steps out of the gate (a task ended, or blocked in `get`).
     fn release(&self) {
-        *self.permit.lock().unwrap_or_else(|e| e.into_inner()) = false;
-        self.freed.notify_one();
+        let mut g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        g.running = g.running.saturating_sub(1);
+        drop(g);
+        self.freed.notify_all();
+    }
+
+    /// Makes sure a thread is waiting for the next task handed to this process.
+    fn spare_thread(self: &Arc<Self>) {
+        if self.idle.load(Ordering::SeqCst) == 0 {
+            let p = self.clone();
+            let _ = std::thread::Builder::new()
+                .name("starling-exec".into())
+                .spawn(move || p.executor());
+        }
     }
 
     /// Runs tasks until the session ends.
@@ -387,7 +414,7 @@ impl Pool {
     /// Shows the task about to run the GPUs it holds: `CUDA_VISIBLE_DEVICES` and
     /// `STARLING_GPU_IDS` become its ids joined with commas (the agent starts workers of a GPU
     /// node with both empty, so a task that asked for none sees none). Set only when they
-    /// change, under the permit (one task runs at a time, and tasks pipelined behind a
+    /// change, inside the gate (one task runs at a time, and tasks pipelined behind a
     /// blocked one are of its class, so they hold the same GPUs).
     fn use_gpus(&self, ids: Vec<String>) -> Vec<std::sync::Arc<str>> {
         let mut shown = self.gpus_shown.lock().unwrap_or_else(|e| e.into_inner());
@@ -479,14 +506,42 @@ pub(crate) fn task_blocked(blocked: bool) {
         // What this thread finished before may be what the wait is for.
         pool.report();
         pool.release();
-        if pool.idle.load(Ordering::SeqCst) == 0 {
-            let p = pool.clone();
-            let _ = std::thread::Builder::new()
-                .name("starling-exec".into())
-                .spawn(move || p.executor());
-        }
+        pool.spare_thread();
     } else {
         pool.acquire();
+    }
+}
+
+/// Whether this process is a worker process (its waits, on any thread, are a task's).
+pub(crate) fn is_worker_process() -> bool {
+    POOL.get().is_some()
+}
+
+/// A thread of this worker process that runs no task (one a task spawned) blocked (`true`) in
+/// `get`, or resumed (`false`): while it waits, one more task may run here.
+pub(crate) fn thread_blocked(blocked: bool) {
+    let Some(pool) = POOL.get() else { return };
+    let mut g = pool.gate.lock().unwrap_or_else(|e| e.into_inner());
+    if blocked {
+        g.waiting += 1;
+        drop(g);
+        pool.freed.notify_all();
+        pool.spare_thread();
+    } else {
+        g.waiting = g.waiting.saturating_sub(1);
+    }
+}
+
+/// The task running in this worker process if exactly one does: the task a thread that runs no
+/// task of its own belongs to. `None` outside worker processes, or with several (a blocked task
+/// and the ones run beside it), where nothing tells which one spawned the thread.
+pub(crate) fn sole_running_task() -> Option<starling_proto::TaskId> {
+    let pool = POOL.get()?;
+    let r = pool.results.lock().unwrap_or_else(|e| e.into_inner());
+    let mut running = r.running.iter();
+    match (running.next(), running.next()) {
+        (Some(t), None) => Some(starling_proto::TaskId(*t)),
+        _ => None,
     }
 }
 

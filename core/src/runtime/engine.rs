@@ -48,6 +48,11 @@ pub(crate) enum Event {
     FailedPut(ObjectId, Arc<TaskFailure>),
     Blocked(WorkerId),
     Unblocked(WorkerId),
+    /// A thread that runs no task of its own (one a task spawned, or a driver's) blocked in
+    /// `get`; the handler stores the worker that lent its CPUs for it (0: none).
+    ThreadBlocked(Arc<AtomicU64>),
+    /// That wait ended.
+    ThreadUnblocked(Arc<AtomicU64>),
     WorkerAdded(WorkerId),
 }
 
@@ -437,16 +442,30 @@ impl Engine {
 }
 
 /// The engine's part in a wait: executors report themselves blocked; shutdown ends waits.
+///
+/// A thread that runs no task but may belong to one (any thread but an executor's and the
+/// driver threads that started or entered a runtime: see [`super::is_driver_thread`]) lends
+/// the CPUs of a running task while it waits ([`reactor::on_thread_blocked`]): a task that
+/// waits for threads of its own that wait for its children would otherwise hold every CPU its
+/// children need. Nothing tells such a thread from a thread a driver spawned, so a driver's
+/// own threads lend too: at worst the runtime runs one task more than it has CPUs while they
+/// wait.
 struct Hooks<'a> {
     engine: &'a Engine,
     worker: Option<WorkerId>,
+    /// For a thread that may belong to a task: the worker that lent for it.
+    lender: Option<Arc<AtomicU64>>,
 }
 
 impl<'a> Hooks<'a> {
     fn new(engine: &'a Engine) -> Self {
+        let worker = exec::current_worker(engine as *const Engine as usize);
+        let lender =
+            (worker.is_none() && !super::is_driver_thread()).then(|| Arc::new(AtomicU64::new(0)));
         Hooks {
             engine,
-            worker: exec::current_worker(engine as *const Engine as usize),
+            worker,
+            lender,
         }
     }
 }
@@ -458,6 +477,12 @@ impl wait::WaitHooks for Hooks<'_> {
                 Event::Blocked(w)
             } else {
                 Event::Unblocked(w)
+            });
+        } else if let Some(lender) = &self.lender {
+            self.engine.post(if blocked {
+                Event::ThreadBlocked(lender.clone())
+            } else {
+                Event::ThreadUnblocked(lender.clone())
             });
         }
     }
@@ -483,6 +508,14 @@ fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
         Event::FailedPut(o, f) => reactor::on_failed_put(core, effects, o, f),
         Event::Blocked(w) => reactor::on_worker_blocked(core, w),
         Event::Unblocked(w) => reactor::on_worker_unblocked(core, w),
+        Event::ThreadBlocked(lender) => {
+            let w = reactor::on_thread_blocked(core).map_or(0, |w| w.0);
+            lender.store(w, Ordering::SeqCst);
+        }
+        Event::ThreadUnblocked(lender) => match lender.load(Ordering::SeqCst) {
+            0 => {}
+            w => reactor::on_thread_unblocked(core, WorkerId(w)),
+        },
         Event::WorkerAdded(w) => reactor::on_worker_added(core, NODE, w),
     }
 }

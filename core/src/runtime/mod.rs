@@ -194,6 +194,19 @@ static DEFAULT: RwLock<Option<Runtime>> = RwLock::new(None);
 
 thread_local! {
     static CURRENT: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+    /// This thread started or entered a runtime: it is a driver's, never a task's.
+    static DRIVER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as a driver's (it started or entered a runtime).
+fn mark_driver_thread() {
+    DRIVER.with(|d| d.set(true));
+}
+
+/// Whether this thread started or entered a runtime. A thread that did neither and runs no
+/// task may be one a task spawned; in-process, its waits lend a running task's CPUs.
+pub(crate) fn is_driver_thread() -> bool {
+    DRIVER.with(|d| d.get())
 }
 
 impl Runtime {
@@ -206,6 +219,7 @@ impl Runtime {
     /// Starts an in-process runtime from `config` (see [`Runtime::in_process`]); the config's
     /// cluster settings are ignored.
     pub fn with_config(config: Config) -> Result<Runtime> {
+        mark_driver_thread();
         let rt = Runtime::from_engine(Engine::start(config)?);
         let mut d = DEFAULT.write();
         if d.is_none() {
@@ -248,6 +262,7 @@ impl Runtime {
 
     /// Makes this runtime the current one on this thread until the guard drops.
     pub fn enter(&self) -> EnterGuard {
+        mark_driver_thread();
         let prev = CURRENT.with(|c| c.replace(Some(self.clone())));
         EnterGuard { prev }
     }
@@ -409,8 +424,9 @@ pub(crate) fn prepare_call(
         strategy: o.strategy,
         attempt: 0,
         job,
-        // The task running on this thread, if any: cancelling it cancels this one too.
-        parent: exec::current_task(),
+        // The task running on this thread, if any (in a worker process, a thread a task
+        // spawned belongs to the one task running there): cancelling it cancels this one too.
+        parent: exec::current_task().or_else(crate::cluster::worker::sole_running_task),
     };
     Ok((spec, keep))
 }
@@ -499,6 +515,7 @@ pub fn init_with(config: Config) -> Result<Runtime> {
 }
 
 fn start(config: Config) -> Result<Runtime> {
+    mark_driver_thread();
     match &config.mode {
         Mode::InProcess => Ok(Runtime::from_engine(Engine::start(config)?)),
         Mode::Local => Ok(Runtime::from_client(crate::cluster::local::start(&config)?)),

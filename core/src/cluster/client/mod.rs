@@ -728,10 +728,13 @@ pub(crate) fn warn_infeasible(task: TaskId, reason: &str) {
 }
 
 /// The client's part in a wait: a task blocked in `get` tells the head, which lends its CPUs
-/// out; a closed session ends waits.
+/// out; so does any other thread of a worker process (one a task spawned), which also lets one
+/// more task run in the process while it waits; a closed session ends waits.
 struct Hooks<'a> {
     client: &'a Client,
     blocking_task: bool,
+    /// A thread of a worker process that runs no task.
+    task_thread: bool,
     /// What is waited for.
     ids: &'a [ObjectId],
 }
@@ -739,9 +742,13 @@ struct Hooks<'a> {
 impl<'a> Hooks<'a> {
     fn new(client: &'a Client, ids: &'a [ObjectId]) -> Self {
         let owner = client as *const Client as usize;
+        let blocking_task = exec::current_worker(owner).is_some();
         Hooks {
             client,
-            blocking_task: exec::current_worker(owner).is_some(),
+            blocking_task,
+            task_thread: !blocking_task
+                && client.worker.is_some()
+                && super::worker::is_worker_process(),
             ids,
         }
     }
@@ -749,8 +756,12 @@ impl<'a> Hooks<'a> {
 
 impl WaitHooks for Hooks<'_> {
     fn blocked(&self, blocked: bool) {
-        if self.blocking_task {
-            super::worker::task_blocked(blocked);
+        if self.blocking_task || self.task_thread {
+            if self.blocking_task {
+                super::worker::task_blocked(blocked);
+            } else {
+                super::worker::thread_blocked(blocked);
+            }
             let op = if blocked {
                 ClientOp::Blocked
             } else {
