@@ -11,6 +11,8 @@
 //! recursive_cancel=ok
 //! placement=ok
 //! threads_get=ok
+//! async_io=ok
+//! retry_filter=ok
 //! ```
 
 use std::path::PathBuf;
@@ -179,6 +181,116 @@ fn threads_get() -> anyhow::Result<()> {
     let sum = starling::get_timeout(&parent, LONG).context("the parent")?;
     // Each child returns its index plus one, spawned and scoped: twice 1 + 2 + .. + n.
     ensure!(sum == n * (n + 1), "the children's sum: {sum}");
+    Ok(())
+}
+
+/// An async task with network I/O and timers: it serves one connection on a loopback port
+/// and echoes `msg` to itself through it.
+#[starling::remote]
+async fn echo_over_loopback(msg: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    let server = async move {
+        let (mut s, _) = listener.accept().await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        s.write_all(&buf).await?;
+        s.shutdown().await?;
+        std::io::Result::Ok(())
+    };
+    let client = async move {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let mut c = tokio::net::TcpStream::connect(addr).await?;
+        c.write_all(msg.as_bytes()).await?;
+        c.shutdown().await?;
+        let mut back = String::new();
+        c.read_to_string(&mut back).await?;
+        std::io::Result::Ok(back)
+    };
+    let (served, echoed) = tokio::join!(server, client);
+    served.expect("the server side");
+    echoed.expect("the client side")
+}
+
+/// `async fn` tasks run on a runtime with I/O and timers enabled.
+fn async_io() -> anyhow::Result<()> {
+    let back = starling::get_timeout(&echo_over_loopback::remote("ping".to_string()), LONG)?;
+    ensure!(back == "ping", "echoed {back:?}");
+    Ok(())
+}
+
+/// Counts its runs in `dir/name`; the first two fail with a `ParseIntError`.
+#[starling::remote]
+fn parse_flaky(dir: PathBuf, name: String) -> Result<u64, std::num::ParseIntError> {
+    if count_run(&dir.join(name)) <= 2 {
+        return "not a number".parse::<u64>();
+    }
+    Ok(7)
+}
+
+/// Counts its runs in `dir/name`; the first two fail with an `io::Error`.
+#[starling::remote]
+fn io_flaky(dir: PathBuf, name: String) -> Result<u64, std::io::Error> {
+    if count_run(&dir.join(name)) <= 2 {
+        return Err(std::io::Error::other("not yet"));
+    }
+    Ok(7)
+}
+
+/// Counts its runs in `dir/name`; the first two panic.
+#[starling::remote(max_retries = 3, retry_exceptions = [std::io::Error, panic])]
+fn panic_flaky(dir: PathBuf, name: String) -> u64 {
+    if count_run(&dir.join(name)) <= 2 {
+        panic!("not yet");
+    }
+    7
+}
+
+/// Appends a line to `path`; returns how many it has now (this run's number).
+fn count_run(path: &std::path::Path) -> usize {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("the run log");
+    f.write_all(b"x\n").expect("a run");
+    lines(path)
+}
+
+/// `retry_exceptions` with a list of error types retries those types only, as Ray's
+/// `retry_exceptions=[..]`: a listed error runs the task again, another fails it at once.
+fn retry_filter() -> anyhow::Result<()> {
+    let dir = scratch("retry")?;
+    let listed = parse_flaky::options()
+        .max_retries(3)
+        .retry_on::<std::num::ParseIntError>()
+        .remote(dir.clone(), "listed".to_string());
+    ensure!(
+        starling::get_timeout(&listed, LONG)? == 7,
+        "the listed error"
+    );
+    ensure!(lines(&dir.join("listed")) == 3, "two retries, then a value");
+
+    let other = io_flaky::options()
+        .max_retries(3)
+        .retry_on::<std::num::ParseIntError>()
+        .remote(dir.clone(), "other".to_string());
+    match starling::get_timeout(&other, LONG) {
+        Err(starling::Error::TaskFailed { cause, .. }) if cause.type_name.contains("io::error") => {
+        }
+        got => bail!("an error of a type not listed: {got:?}"),
+    }
+    ensure!(lines(&dir.join("other")) == 1, "not retried");
+
+    // The attribute's list: `[std::io::Error, panic]`.
+    let panics = panic_flaky::remote(dir.clone(), "panics".to_string());
+    ensure!(starling::get_timeout(&panics, LONG)? == 7, "a listed panic");
+    ensure!(lines(&dir.join("panics")) == 3, "two retries, then a value");
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -425,7 +537,7 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 8] = [
+    let checks: [(&str, Check); 10] = [
         ("wait_exact", wait_exact),
         ("wait_timeout", wait_timeout),
         ("wait_refusals", wait_refusals),
@@ -434,6 +546,8 @@ fn main() -> anyhow::Result<()> {
         ("recursive_cancel", recursive_cancel),
         ("placement", placement),
         ("threads_get", threads_get),
+        ("async_io", async_io),
+        ("retry_filter", retry_filter),
     ];
     for (name, check) in checks {
         check().with_context(|| format!("check {name}"))?;

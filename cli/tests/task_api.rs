@@ -8,7 +8,7 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 8] = [
+const CHECKS: [&str; 10] = [
     "wait_exact",
     "wait_timeout",
     "wait_refusals",
@@ -17,6 +17,8 @@ const CHECKS: [&str; 8] = [
     "recursive_cancel",
     "placement",
     "threads_get",
+    "async_io",
+    "retry_filter",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {

@@ -9,6 +9,8 @@ pub struct TaskOptions {
     pub(crate) resources: ResourceSet,
     pub(crate) max_retries: u32,
     pub(crate) retry_exceptions: bool,
+    /// With `retry_exceptions`, the error types retried (empty: every one).
+    pub(crate) retry_on: Vec<std::sync::Arc<str>>,
     pub(crate) strategy: SchedulingStrategy,
 }
 
@@ -19,6 +21,7 @@ impl Default for TaskOptions {
             resources: ResourceSet::cpus(1.0),
             max_retries: 3,
             retry_exceptions: false,
+            retry_on: Vec::new(),
             strategy: SchedulingStrategy::Default,
         }
     }
@@ -50,10 +53,37 @@ impl TaskOptions {
         self
     }
 
-    /// Whether a panic or `Err` is retried too, not only a lost worker (default `false`).
+    /// Whether a panic or `Err` is retried too, not only a lost worker (default `false`); every
+    /// error is, unless [`retry_on`](Self::retry_on) or [`retry_on_panic`](Self::retry_on_panic)
+    /// named which.
     pub fn retry_exceptions(mut self, yes: bool) -> Self {
         self.retry_exceptions = yes;
         self
+    }
+
+    /// Retries application errors of type `E` only (Ray's `retry_exceptions=[..]` filter): an
+    /// `Err(e)` with `e: E` runs the task again while retries are left; other errors and panics
+    /// do not, unless also named (`retry_on_panic`, another `retry_on`). Turns
+    /// `retry_exceptions` on. The error's type is matched by `std::any::type_name`, as
+    /// [`RemoteError::type_name`](crate::RemoteError) records it.
+    pub fn retry_on<E: ?Sized + 'static>(mut self) -> Self {
+        self.retry_exceptions = true;
+        self.push_retry_on(std::any::type_name::<E>());
+        self
+    }
+
+    /// Retries panics (with `retry_on`, panics and those types only). Turns `retry_exceptions`
+    /// on.
+    pub fn retry_on_panic(mut self) -> Self {
+        self.retry_exceptions = true;
+        self.push_retry_on("panic");
+        self
+    }
+
+    fn push_retry_on(&mut self, name: &str) {
+        if !self.retry_on.iter().any(|t| **t == *name) {
+            self.retry_on.push(std::sync::Arc::from(name));
+        }
     }
 
     /// Where the task may run.

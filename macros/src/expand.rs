@@ -179,6 +179,18 @@ fn expand(function: &ItemFn, f: &RemoteFn, options: &RemoteOptions) -> TokenStre
                 Self(self.0.retry_exceptions(retry_exceptions))
             }
 
+            /// Retries errors of type `E` (an `Err(E)` return); with this, only the types
+            /// named this way (and panics, with `retry_on_panic`) are retried.
+            pub fn retry_on<E: ?Sized + 'static>(self) -> Self {
+                Self(self.0.retry_on::<E>())
+            }
+
+            /// Retries panics; with this, only panics (and the types given to `retry_on`) are
+            /// retried.
+            pub fn retry_on_panic(self) -> Self {
+                Self(self.0.retry_on_panic())
+            }
+
             /// Sets where the task may run.
             pub fn scheduling_strategy(self, strategy: ::starling::SchedulingStrategy) -> Self {
                 Self(self.0.scheduling_strategy(strategy))

@@ -47,7 +47,9 @@ mod signature;
 /// value `T`; an `Err` fails the task with `E`'s `Display` text.
 ///
 /// Options, all optional: `num_cpus = f64`, `num_gpus = f64`, `resources(name = f64, "other-name" =
-/// f64, ..)`, `max_retries = u32`, `retry_exceptions = bool`, `scheduling_strategy = expr`.
+/// f64, ..)`, `max_retries = u32`, `retry_exceptions = bool` or a list of the error types to
+/// retry (`retry_exceptions = [std::io::Error, panic]`: `Err`s of those types, and panics),
+/// `scheduling_strategy = expr`.
 #[proc_macro_attribute]
 pub fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::remote(attr.into(), item.into()).into()

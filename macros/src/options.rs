@@ -89,7 +89,18 @@ pub(crate) struct RemoteOptions {
     pub(crate) resources: Vec<(LitStr, Value<f64>)>,
     pub(crate) max_retries: Option<Value<u32>>,
     pub(crate) retry_exceptions: Option<Value<bool>>,
+    /// `retry_exceptions = [Type, .., panic]`: the error types retried.
+    pub(crate) retry_on: Vec<RetryOn>,
     pub(crate) scheduling_strategy: Option<Expr>,
+}
+
+/// One entry of `retry_exceptions = [..]`.
+#[derive(Debug)]
+pub(crate) enum RetryOn {
+    /// A panic (`panic`).
+    Panic,
+    /// An `Err` of this type.
+    Type(Box<syn::Type>),
 }
 
 impl RemoteOptions {
@@ -111,6 +122,12 @@ impl RemoteOptions {
         }
         if let Some(v) = &self.retry_exceptions {
             calls.extend(quote!(.retry_exceptions(#v)));
+        }
+        for r in &self.retry_on {
+            calls.extend(match r {
+                RetryOn::Panic => quote!(.retry_on_panic()),
+                RetryOn::Type(t) => quote!(.retry_on::<#t>()),
+            });
         }
         if let Some(e) = &self.scheduling_strategy {
             calls.extend(quote!(.scheduling_strategy(#e)));
@@ -147,16 +164,30 @@ impl Parse for RemoteOptions {
                         "`resources()` is empty: list at least one `name = amount`, or drop it",
                     ));
                 }
+            } else if key == "retry_exceptions"
+                && input.peek(Token![=])
+                && input.peek2(syn::token::Bracket)
+            {
+                input.parse::<Token![=]>()?;
+                let content;
+                syn::bracketed!(content in input);
+                if !options.retry_on.is_empty() || options.retry_exceptions.is_some() {
+                    return Err(duplicate(&name));
+                }
+                options.retry_on = retry_list(&name, &content)?;
             } else {
                 let value = assigned_value(input, &name)?;
                 let seen = match key.as_str() {
                     "num_cpus" => options.num_cpus.replace(amount(&key, value)?).is_some(),
                     "num_gpus" => options.num_gpus.replace(amount(&key, value)?).is_some(),
                     "max_retries" => options.max_retries.replace(count(&key, value)?).is_some(),
-                    "retry_exceptions" => options
-                        .retry_exceptions
-                        .replace(flag(&key, value)?)
-                        .is_some(),
+                    "retry_exceptions" => {
+                        options
+                            .retry_exceptions
+                            .replace(flag(&key, value)?)
+                            .is_some()
+                            || !options.retry_on.is_empty()
+                    }
                     "scheduling_strategy" => options
                         .scheduling_strategy
                         .replace(strategy(value)?)
@@ -274,6 +305,32 @@ fn flag(what: &str, value: Expr) -> syn::Result<Value<bool>> {
         )),
         None => Ok(Value::Expr(Box::new(value))),
     }
+}
+
+/// `retry_exceptions = [Type, .., panic]`: error types (and `panic`) to retry.
+fn retry_list(name: &Ident, input: ParseStream<'_>) -> syn::Result<Vec<RetryOn>> {
+    let types = syn::punctuated::Punctuated::<syn::Type, Token![,]>::parse_terminated(input)
+        .map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                "`retry_exceptions` lists error types (and `panic`), like \
+                 `[std::io::Error, panic]`",
+            )
+        })?;
+    if types.is_empty() {
+        return Err(syn::Error::new(
+            name.span(),
+            "`retry_exceptions = []` retries no error: write `retry_exceptions = false`, or \
+             list the error types to retry, like `[std::io::Error, panic]`",
+        ));
+    }
+    Ok(types
+        .into_iter()
+        .map(|t| match &t {
+            syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("panic") => RetryOn::Panic,
+            _ => RetryOn::Type(Box::new(t)),
+        })
+        .collect())
 }
 
 /// A `starling::SchedulingStrategy` expression; only literals can be refused here.
@@ -401,6 +458,19 @@ mod tests {
         assert_eq!(o.max_retries.unwrap().lit(), Some(&5));
         assert_eq!(o.retry_exceptions.unwrap().lit(), Some(&true));
         assert!(o.scheduling_strategy.is_some());
+    }
+
+    #[test]
+    fn retry_exceptions_takes_a_list_of_error_types() {
+        let o = parse("retry_exceptions = [std::io::Error, panic, my::Error<u8>]").unwrap();
+        assert_eq!(
+            o.builder_calls().to_string(),
+            ". retry_on :: < std :: io :: Error > () . retry_on_panic () \
+             . retry_on :: < my :: Error < u8 > > ()"
+        );
+        assert!(error("retry_exceptions = []").contains("retries no error"));
+        assert!(error("retry_exceptions = [1]").contains("lists error types"));
+        assert!(error("retry_exceptions = [panic], retry_exceptions = true").contains("twice"));
     }
 
     #[test]

@@ -59,6 +59,10 @@ pub struct TaskSpec {
     pub max_retries: u32,
     /// Whether an application error (panic or `Err`) is retried, not only a lost worker.
     pub retry_exceptions: bool,
+    /// With `retry_exceptions`, the error types retried ([`RemoteError::type_name`]s, as
+    /// `std::any::type_name` writes them, or `"panic"`); empty: every error (Ray's
+    /// `retry_exceptions=[..]` filter).
+    pub retry_on: Vec<Arc<str>>,
     /// Placement policy.
     pub strategy: SchedulingStrategy,
     /// Which run this is: 0 for the first, 1 for the first retry, ...
@@ -76,6 +80,13 @@ impl TaskSpec {
     #[inline]
     pub fn return_object(&self) -> ObjectId {
         ObjectId::from(self.id)
+    }
+
+    /// Whether a run that failed with `error` may run again (if it has retries left): only
+    /// with `retry_exceptions`, and then only for the types in `retry_on` if it names any.
+    pub fn retries_error(&self, error: &RemoteError) -> bool {
+        self.retry_exceptions
+            && (self.retry_on.is_empty() || self.retry_on.iter().any(|t| **t == *error.type_name))
     }
 
     /// The objects this task waits for, in argument order (may repeat).

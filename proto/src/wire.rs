@@ -93,6 +93,7 @@ impl From<TaskSpec> for pb::TaskSpec {
             attempt: t.attempt,
             job: t.job.0,
             parent: t.parent.map_or(0, |p| p.0),
+            retry_on: t.retry_on.iter().map(|s| s.to_string()).collect(),
         }
     }
 }
@@ -133,6 +134,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             attempt: t.attempt,
             job: JobId(t.job),
             parent: (t.parent != 0).then_some(TaskId(t.parent)),
+            retry_on: t.retry_on.into_iter().map(Arc::from).collect(),
         })
     }
 }
@@ -283,6 +285,7 @@ mod tests {
             attempt: 1,
             job: JobId(4),
             parent: Some(TaskId(3)),
+            retry_on: vec![Arc::from("panic"), Arc::from("my::Error")],
         }
     }
 
@@ -296,6 +299,7 @@ mod tests {
         assert_eq!(back.resources, t.resources);
         assert_eq!(back.strategy, t.strategy);
         assert_eq!(back.job, JobId(4));
+        assert_eq!(back.retry_on, t.retry_on);
         assert_eq!(
             (back.max_retries, back.retry_exceptions, back.attempt),
             (3, true, 1)

@@ -505,7 +505,7 @@ pub fn on_task_done(
             }
             maybe_free(core, t, ret);
         }
-        TaskOutcome::Failed(err) if spec.retry_exceptions && spec.attempt < spec.max_retries => {
+        TaskOutcome::Failed(err) if spec.retries_error(&err) && spec.attempt < spec.max_retries => {
             let _ = err;
             core.stats.retried += 1;
             let mut next = (*spec).clone();

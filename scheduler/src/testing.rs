@@ -146,5 +146,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         attempt: 0,
         job: JobId(0),
         parent: None,
+        retry_on: Vec::new(),
     }
 }

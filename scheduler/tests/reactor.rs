@@ -793,6 +793,32 @@ fn application_errors_are_not_retried_without_retry_exceptions() {
     assert_eq!(core.live_tasks(), 0);
 }
 
+/// `retry_on` filters by the error's type: a listed type runs again, any other fails at once.
+#[test]
+fn retry_on_retries_only_the_listed_error_types() {
+    for (listed, runs) in [("test::Boom", 3), ("other::Error", 1)] {
+        let mut core = Core::new();
+        let mut t = AttemptLog::default();
+        on_node_added(&mut core, N1, ResourceSet::cpus(1.0));
+        on_worker_added(&mut core, N1, WorkerId(1));
+        let mut spec = task(1, vec![]);
+        spec.retry_exceptions = true;
+        spec.retry_on = vec![Arc::from("panic"), Arc::from(listed)];
+        spec.max_retries = 2;
+        on_submit(&mut core, &mut t, spec);
+        for _ in 0..10 {
+            schedule(&mut core, &mut t);
+            if core.running_tasks() == 0 {
+                break;
+            }
+            let err = RemoteError::new("test::Boom", "boom");
+            on_task_finished(&mut core, &mut t, WorkerId(1), TaskOutcome::Failed(err));
+        }
+        assert_eq!(t.runs.len(), runs, "retry_on [panic, {listed}]");
+        assert_eq!(core.live_tasks(), 0);
+    }
+}
+
 #[test]
 fn retried_task_keeps_its_dependents_waiting() {
     let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);

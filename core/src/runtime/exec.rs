@@ -144,13 +144,14 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Runs a future to completion on this thread's current-thread tokio runtime.
+/// Runs a future to completion on this thread's current-thread tokio runtime, with every
+/// driver tokio was built with (timers, and I/O: `tokio::net`, `tokio::process`, ..) enabled.
 pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     TOKIO.with(|t| {
         let mut t = t.borrow_mut();
         let rt = t.get_or_insert_with(|| {
             tokio::runtime::Builder::new_current_thread()
-                .enable_time()
+                .enable_all()
                 .build()
                 .expect("a current-thread tokio runtime")
         });

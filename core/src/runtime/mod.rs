@@ -421,6 +421,7 @@ pub(crate) fn prepare_call(
         resources: o.resources,
         max_retries: o.max_retries,
         retry_exceptions: o.retry_exceptions,
+        retry_on: o.retry_on,
         strategy: o.strategy,
         attempt: 0,
         job,

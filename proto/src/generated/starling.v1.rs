@@ -74,6 +74,9 @@ pub struct TaskSpec {
     /// The task that submitted this one (0: a driver); cancelling it cancels this one too.
     #[prost(uint64, tag = "10")]
     pub parent: u64,
+    /// With retry_exceptions, only errors of these types are retried (empty: every error).
+    #[prost(string, repeated, tag = "11")]
+    pub retry_on: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RemoteError {

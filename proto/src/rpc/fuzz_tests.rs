@@ -37,6 +37,7 @@ fn spec() -> TaskSpec {
         attempt: 1,
         job: JobId(4),
         parent: Some(TaskId(1)),
+        retry_on: vec![Arc::from("std::io::error::Error")],
     }
 }
 

@@ -348,6 +348,7 @@ mod tests {
             attempt: u32::MAX,
             job: JobId(u64::MAX),
             parent: Some(TaskId(u64::MAX)),
+            retry_on: vec![Arc::from("panic")],
         }
     }
 

@@ -215,6 +215,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     attempt: rng.edgy_u64() as u32,
                     job: JobId(rng.below(4) as u64),
                     parent: (rng.below(2) == 0).then(|| TaskId(id(rng, base))),
+                    retry_on: (0..rng.below(3)).map(|_| "panic".into()).collect(),
                 }))
             }
         }

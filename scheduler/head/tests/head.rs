@@ -46,6 +46,7 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         attempt: 0,
         job: JobId(0),
         parent: None,
+        retry_on: Vec::new(),
     }
 }
 
