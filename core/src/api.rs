@@ -9,7 +9,8 @@ use crate::object_ref::ObjectRef;
 use crate::runtime::{current_or_init, NodeInfo};
 
 /// Blocks until the value of `r` is available and returns it. Inside a task, the task's CPUs are
-/// lent back while it waits, so nested tasks cannot deadlock. See [`get_timeout`] for a bound.
+/// lent back while it waits, so nested tasks cannot deadlock, whichever of the task's threads
+/// waits. See [`get_timeout`] for a bound.
 pub fn get<T: RemoteValue>(r: &ObjectRef<T>) -> Result<T> {
     let blob = r.runtime().wait_object(r.id(), None)?;
     codec::decode_shared(&blob)

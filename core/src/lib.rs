@@ -97,7 +97,11 @@
 //!
 //! # Nested tasks
 //! A task may submit tasks and `get` their results: a task blocked in `get` lends its CPUs back,
-//! so nested graphs never deadlock, whatever their depth.
+//! so nested graphs never deadlock, whatever their depth. That holds for threads the task
+//! spawns too (`std::thread::spawn`, `std::thread::scope`): in a worker process any thread's
+//! wait lends the task's CPUs; in-process, any thread that did not start or enter the runtime
+//! lends a running task's CPUs while it waits (a driver's own spawned threads cannot be told
+//! apart there, so they lend too).
 //!
 //! ```
 //! #[starling::remote]
