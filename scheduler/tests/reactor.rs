@@ -743,20 +743,27 @@ impl Transport for AttemptLog {
 /// Runs a task that fails every time and returns the attempts dispatched and everything else
 /// sent.
 fn run_always_failing(retry_exceptions: bool, max_retries: u32) -> (Core, AttemptLog) {
+    let mut spec = task(1, vec![]);
+    spec.retry_exceptions = retry_exceptions;
+    spec.max_retries = max_retries;
+    run_failing(spec, boom())
+}
+
+/// Runs `spec` on a one-worker node, failing every run with `error`, until it is no longer
+/// retried.
+fn run_failing(spec: TaskSpec, error: RemoteError) -> (Core, AttemptLog) {
     let mut core = Core::new();
     let mut t = AttemptLog::default();
     on_node_added(&mut core, N1, ResourceSet::cpus(1.0));
     on_worker_added(&mut core, N1, WorkerId(1));
-    let mut spec = task(1, vec![]);
-    spec.retry_exceptions = retry_exceptions;
-    spec.max_retries = max_retries;
     on_submit(&mut core, &mut t, spec);
     for _ in 0..10 {
         schedule(&mut core, &mut t);
         if core.running_tasks() == 0 {
             break;
         }
-        on_task_finished(&mut core, &mut t, WorkerId(1), TaskOutcome::Failed(boom()));
+        let failed = TaskOutcome::Failed(error.clone());
+        on_task_finished(&mut core, &mut t, WorkerId(1), failed);
     }
     (core, t)
 }
@@ -797,23 +804,11 @@ fn application_errors_are_not_retried_without_retry_exceptions() {
 #[test]
 fn retry_on_retries_only_the_listed_error_types() {
     for (listed, runs) in [("test::Boom", 3), ("other::Error", 1)] {
-        let mut core = Core::new();
-        let mut t = AttemptLog::default();
-        on_node_added(&mut core, N1, ResourceSet::cpus(1.0));
-        on_worker_added(&mut core, N1, WorkerId(1));
         let mut spec = task(1, vec![]);
         spec.retry_exceptions = true;
         spec.retry_on = vec![Arc::from("panic"), Arc::from(listed)];
         spec.max_retries = 2;
-        on_submit(&mut core, &mut t, spec);
-        for _ in 0..10 {
-            schedule(&mut core, &mut t);
-            if core.running_tasks() == 0 {
-                break;
-            }
-            let err = RemoteError::new("test::Boom", "boom");
-            on_task_finished(&mut core, &mut t, WorkerId(1), TaskOutcome::Failed(err));
-        }
+        let (core, t) = run_failing(spec, RemoteError::new("test::Boom", "boom"));
         assert_eq!(t.runs.len(), runs, "retry_on [panic, {listed}]");
         assert_eq!(core.live_tasks(), 0);
     }
