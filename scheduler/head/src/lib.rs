@@ -49,6 +49,10 @@ pub use starling_proto::limits::{INLINE_LIMIT, MAX_MESSAGE_BYTES};
 /// trip of short tasks, few enough that long tasks do not pile up behind each other.
 pub const DEFAULT_PIPELINE_DEPTH: usize = 64;
 
+/// How long [`HeadHandle::shutdown`] waits for connections to close after the head ended its
+/// streams; then it stops serving them anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
 /// How to run a head.
 #[derive(Clone, Debug)]
 pub struct HeadConfig {
@@ -171,8 +175,13 @@ impl HeadHandle {
     /// Stops accepting and closes every stream.
     pub async fn shutdown(mut self) {
         self.stop();
-        if let Some(j) = self.join.take() {
-            let _ = j.await;
+        if let Some(mut j) = self.join.take() {
+            // Connections close once their clients see the head's streams end; a client that
+            // neither reads nor closes (stopped, wedged) is not waited for past the grace.
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut j).await.is_err() {
+                j.abort();
+                let _ = j.await;
+            }
         }
         // The job table's last changes are on disk before the head is gone.
         let files = self.service.files();

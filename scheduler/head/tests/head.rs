@@ -147,6 +147,38 @@ async fn bad_clients_are_refused_and_good_ones_still_served() {
     .expect("bounded");
 }
 
+/// A client that keeps its session open but neither reads nor closes it (a stopped or wedged
+/// process) does not hold up the head's shutdown past its grace period.
+#[tokio::test]
+async fn a_silent_client_does_not_hold_up_shutdown() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = temp_dir("silent-client");
+        let head = serve(config(&dir)).await.unwrap();
+        let mut c = client(head.addr()).await;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tx.send(hello(starling_proto::PROTOCOL_VERSION)).unwrap();
+        let mut replies = c
+            .session(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let welcome = replies.next().await.expect("a reply").unwrap();
+        assert!(matches!(welcome.ops[0], HeadOp::Welcome(_)));
+        // From here on the client neither reads `replies` nor closes `tx`.
+        let started = std::time::Instant::now();
+        head.shutdown().await;
+        let took = started.elapsed();
+        assert!(
+            took < starling_head::SHUTDOWN_GRACE + Duration::from_secs(2),
+            "shutdown took {took:?}"
+        );
+        drop((tx, replies, c));
+        let _ = std::fs::remove_dir_all(dir);
+    })
+    .await
+    .expect("bounded");
+}
+
 #[tokio::test]
 async fn a_malformed_task_is_refused_with_a_clear_status() {
     tokio::time::timeout(LIMIT, async {
