@@ -22,6 +22,10 @@ const CHECKS: [&str; 10] = [
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {
+    // The payload's figures (how soon force-cancelled CPUs ran a new task), for the log.
+    for line in err.lines().filter(|l| l.starts_with("force_cancel:")) {
+        eprintln!("{mode}: {line}");
+    }
     for check in CHECKS {
         assert!(
             out.lines().any(|l| l == format!("{check}=ok")),
