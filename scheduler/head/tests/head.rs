@@ -10,7 +10,7 @@ use starling_proto::security::{AuthChannel, Credentials, Token};
 use starling_proto::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, Value, Welcome,
 };
-use starling_proto::status::StatusRequest;
+use starling_proto::status::{StatusReply, StatusRequest};
 use starling_proto::{
     JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskArg, TaskId, TaskSpec,
 };
@@ -77,6 +77,16 @@ async fn client(addr: std::net::SocketAddr) -> HeadClient<AuthChannel> {
     client_with(addr, Some(TOKEN)).await
 }
 
+/// The head's status for the driver job, as a client with the cluster token asks for it.
+async fn status(addr: std::net::SocketAddr) -> StatusReply {
+    client(addr)
+        .await
+        .status(StatusRequest { job: JobId(0) })
+        .await
+        .expect("status")
+        .into_inner()
+}
+
 /// Opens a session with `first` as the first batch and returns the head's first reply.
 async fn open(addr: std::net::SocketAddr, first: ClientBatch) -> Result<HeadBatch, tonic::Status> {
     let mut c = client(addr).await;
@@ -133,12 +143,7 @@ async fn bad_clients_are_refused_and_good_ones_still_served() {
             .await
             .unwrap();
         assert!(matches!(ok.ops[0], HeadOp::Welcome(_)));
-        let status = client(addr)
-            .await
-            .status(StatusRequest { job: JobId(0) })
-            .await
-            .unwrap()
-            .into_inner();
+        let status = status(addr).await;
         assert_eq!(status.submitted, 0);
         head.shutdown().await;
         let _ = std::fs::remove_dir_all(dir);
@@ -345,24 +350,14 @@ async fn an_infeasible_task_is_told_to_its_submitter_and_shown_in_status() {
         };
         assert_eq!(task, TaskId(id));
         assert!(reason.contains("no_such_thing"), "{reason}");
-        let status = client(addr)
-            .await
-            .status(StatusRequest { job: JobId(0) })
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(status.infeasible, 1);
-        assert_eq!(status.infeasible_tasks, [(TaskId(id), reason)]);
+        let listed = status(addr).await;
+        assert_eq!(listed.infeasible, 1);
+        assert_eq!(listed.infeasible_tasks, [(TaskId(id), reason)]);
 
         s.send(ClientOp::Cancel(TaskId(id)));
-        let mut c = client(addr).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
-            let st = c
-                .status(StatusRequest { job: JobId(0) })
-                .await
-                .unwrap()
-                .into_inner();
+            let st = status(addr).await;
             if st.infeasible == 0 && st.infeasible_tasks.is_empty() {
                 break;
             }
@@ -372,7 +367,7 @@ async fn an_infeasible_task_is_told_to_its_submitter_and_shown_in_status() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        drop((s, c));
+        drop(s);
         head.shutdown().await;
         let _ = std::fs::remove_dir_all(dir);
     })
