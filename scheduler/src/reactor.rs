@@ -624,31 +624,17 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
 /// it may be a thread a task spawned (nothing tells it from a driver's thread there), and that
 /// task may be waiting for it to finish. It lends the CPUs of one running task, the one that
 /// has not lent them yet with the smallest id, as if that task were blocked, so the tasks it
-/// waits for can run. Returns the worker that lent, for [`on_thread_unblocked`]; `None` if no
-/// task runs (nothing holds a CPU that could be lent).
+/// waits for can run. Returns the worker that lent, for [`on_worker_unblocked`] when the wait
+/// ends; `None` if no task runs (nothing holds a CPU that could be lent).
 pub fn on_thread_blocked(core: &mut Core) -> Option<WorkerId> {
-    let running = |w: &crate::core::WorkerState| !w.tasks.is_empty() && !w.draining;
     let pick = core
         .workers
         .iter()
-        .filter(|(_, w)| running(w) && !w.blocked)
-        .map(|(id, _)| *id)
-        .min()
-        .or_else(|| {
-            core.workers
-                .iter()
-                .filter(|(_, w)| running(w))
-                .map(|(id, _)| *id)
-                .min()
-        })?;
+        .filter(|(_, w)| !w.tasks.is_empty() && !w.draining)
+        .min_by_key(|(id, w)| (w.blocked, **id))
+        .map(|(id, _)| *id)?;
     on_worker_blocked(core, pick);
     Some(pick)
-}
-
-/// The wait [`on_thread_blocked`] reported ended: `worker` resumes as for
-/// [`on_worker_unblocked`].
-pub fn on_thread_unblocked(core: &mut Core, worker: WorkerId) {
-    on_worker_unblocked(core, worker);
 }
 
 /// `worker`'s task is running again. It takes its CPUs back if they are free; otherwise it runs

@@ -1788,8 +1788,8 @@ fn a_waiting_thread_lends_a_running_task_s_cpus() {
         third.len() == 1 && third[0].2 == TaskId(3),
         "the lent CPU runs the third task: {third:?}"
     );
-    reactor::on_thread_unblocked(&mut c.core, lender);
-    reactor::on_thread_unblocked(&mut c.core, second);
+    on_worker_unblocked(&mut c.core, lender);
+    on_worker_unblocked(&mut c.core, second);
     for id in 1..=3 {
         c.succeed(id);
     }

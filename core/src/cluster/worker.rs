@@ -512,11 +512,6 @@ pub(crate) fn task_blocked(blocked: bool) {
     }
 }
 
-/// Whether this process is a worker process (its waits, on any thread, are a task's).
-pub(crate) fn is_worker_process() -> bool {
-    POOL.get().is_some()
-}
-
 /// A thread of this worker process that runs no task (one a task spawned) blocked (`true`) in
 /// `get`, or resumed (`false`): while it waits, one more task may run here.
 pub(crate) fn thread_blocked(blocked: bool) {

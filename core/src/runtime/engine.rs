@@ -514,7 +514,7 @@ fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
         }
         Event::ThreadUnblocked(lender) => match lender.load(Ordering::SeqCst) {
             0 => {}
-            w => reactor::on_thread_unblocked(core, WorkerId(w)),
+            w => reactor::on_worker_unblocked(core, WorkerId(w)),
         },
         Event::WorkerAdded(w) => reactor::on_worker_added(core, NODE, w),
     }

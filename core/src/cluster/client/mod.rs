@@ -732,9 +732,9 @@ pub(crate) fn warn_infeasible(task: TaskId, reason: &str) {
 /// more task run in the process while it waits; a closed session ends waits.
 struct Hooks<'a> {
     client: &'a Client,
-    blocking_task: bool,
-    /// A thread of a worker process that runs no task.
-    task_thread: bool,
+    /// In a worker process, what this thread's wait tells it: `task_blocked` for the thread
+    /// running a task, `thread_blocked` for any other; `None` in a driver.
+    lends: Option<fn(bool)>,
     /// What is waited for.
     ids: &'a [ObjectId],
 }
@@ -742,26 +742,21 @@ struct Hooks<'a> {
 impl<'a> Hooks<'a> {
     fn new(client: &'a Client, ids: &'a [ObjectId]) -> Self {
         let owner = client as *const Client as usize;
-        let blocking_task = exec::current_worker(owner).is_some();
-        Hooks {
-            client,
-            blocking_task,
-            task_thread: !blocking_task
-                && client.worker.is_some()
-                && super::worker::is_worker_process(),
-            ids,
-        }
+        let lends: Option<fn(bool)> = if exec::current_worker(owner).is_some() {
+            Some(super::worker::task_blocked)
+        } else if client.worker.is_some() {
+            Some(super::worker::thread_blocked)
+        } else {
+            None
+        };
+        Hooks { client, lends, ids }
     }
 }
 
 impl WaitHooks for Hooks<'_> {
     fn blocked(&self, blocked: bool) {
-        if self.blocking_task || self.task_thread {
-            if self.blocking_task {
-                super::worker::task_blocked(blocked);
-            } else {
-                super::worker::thread_blocked(blocked);
-            }
+        if let Some(lend) = self.lends {
+            lend(blocked);
             let op = if blocked {
                 ClientOp::Blocked
             } else {
