@@ -13,12 +13,16 @@
 //! threads_get=ok
 //! async_io=ok
 //! retry_filter=ok
+//! refs_as_values=ok
+//! nested_lifetime=ok
+//! refs_through_processes=ok
 //! ```
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
+use starling::ObjectRef;
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -528,6 +532,155 @@ fn wait_refusals() -> anyhow::Result<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// ObjectRefs as values
+// ---------------------------------------------------------------------------------------------
+
+/// Sums the values behind refs that came inside its argument.
+#[starling::remote]
+fn sum_refs(refs: Vec<ObjectRef<u64>>) -> u64 {
+    refs.iter()
+        .map(|r| starling::get(r).expect("a nested ref"))
+        .sum()
+}
+
+/// Counts the refs in its argument without reading any: it must not wait for them.
+#[starling::remote]
+fn count_refs(refs: Vec<ObjectRef<u64>>) -> usize {
+    refs.len()
+}
+
+/// A value holding a ref, as user code writes one.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Labelled {
+    label: String,
+    value: ObjectRef<u64>,
+}
+
+/// Returns refs it made: `put`s for even `i`, submitted tasks for odd ones.
+#[starling::remote]
+fn make_refs(n: u64) -> Vec<Labelled> {
+    (0..n)
+        .map(|i| Labelled {
+            label: format!("r{i}"),
+            value: if i % 2 == 0 {
+                starling::put(i).expect("put inside a task")
+            } else {
+                add::remote(i, 100)
+            },
+        })
+        .collect()
+}
+
+fn refs_as_values() -> anyhow::Result<()> {
+    // Refs inside an argument: the task reads them.
+    let refs = vec![
+        starling::put(1u64)?,
+        add::remote(2, 3),
+        starling::put(10u64)?,
+    ];
+    let sum = starling::get_timeout(&sum_refs::remote(refs.clone()), LONG)?;
+    ensure!(sum == 16, "sum of nested refs: {sum}");
+    // A nested ref is not a dependency: the task runs while it is pending.
+    let dir = scratch("refs-as-values")?;
+    let pending = hold::remote(dir.join("go"));
+    let n = starling::get_timeout(&count_refs::remote(vec![pending.clone()]), LONG)?;
+    ensure!(n == 1, "count_refs saw {n} refs");
+    let (ready, _) = starling::wait(std::slice::from_ref(&pending), 1, Some(Duration::ZERO))?;
+    ensure!(ready.is_empty(), "the nested ref's task was waited for");
+    std::fs::write(dir.join("go"), b"")?;
+    ensure!(starling::get_timeout(&pending, LONG)? == 7);
+    // Refs a task made, returned inside its value; read after the value's own ref is gone.
+    let made = starling::get_timeout(&make_refs::remote(4), LONG)?;
+    for (i, l) in made.iter().enumerate() {
+        let want = if i % 2 == 0 { i as u64 } else { i as u64 + 100 };
+        let got = starling::get_timeout(&l.value, LONG).with_context(|| l.label.clone())?;
+        ensure!(
+            got == want && l.label == format!("r{i}"),
+            "{}: {got}",
+            l.label
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Objects in the directory now, as `starling status` counts them.
+fn objects() -> anyhow::Result<u64> {
+    Ok(starling::current().context("a runtime")?.stats().objects)
+}
+
+/// Waits until the directory holds exactly `n` objects.
+fn objects_become(n: u64, what: &str) -> anyhow::Result<()> {
+    until(&format!("{n} objects ({what})"), || {
+        objects().is_ok_and(|o| o == n)
+    })
+    .with_context(|| format!("objects now: {:?}", objects().ok()))
+}
+
+fn nested_lifetime() -> anyhow::Result<()> {
+    let base = objects()?;
+    // An object referred to only from inside another one's value.
+    let inner = starling::put(vec![5u8; 1000])?;
+    let outer = starling::put(vec![inner.clone()])?;
+    drop(inner);
+    objects_become(base + 2, "the inner object lives in the outer one")?;
+    let again: Vec<ObjectRef<Vec<u8>>> = starling::get_timeout(&outer, LONG)?;
+    ensure!(starling::get_timeout(&again[0], LONG)? == vec![5u8; 1000]);
+    drop(again);
+    objects_become(base + 2, "both live while the outer one does")?;
+    drop(outer);
+    objects_become(base, "the outer one freed, the inner one with it")?;
+    // The same through a task's result: its refs live while the result does.
+    let made = make_refs::remote(2);
+    let got = starling::get_timeout(&made, LONG)?;
+    drop(got);
+    objects_become(base + 3, "a result and the two refs inside it")?;
+    drop(made);
+    objects_become(base, "the result freed, its refs with it")?;
+    Ok(())
+}
+
+/// Passes its refs on to a task (in another worker process, where there are several), which
+/// keeps them on a thread of its own after it returns.
+#[starling::remote]
+fn relay(refs: Vec<ObjectRef<u64>>, dir: PathBuf) -> u64 {
+    starling::get(&keep_refs::remote(refs, dir)).expect("keep_refs")
+}
+
+/// Keeps `refs` on a detached thread until `dir` is removed (or [`LONG`] passes), and notes in
+/// `dir/held` that it holds them.
+#[starling::remote]
+fn keep_refs(refs: Vec<ObjectRef<u64>>, dir: PathBuf) -> u64 {
+    let n = refs.len() as u64;
+    let held = dir.join("held");
+    std::thread::spawn(move || {
+        let _ = std::fs::write(&held, b"");
+        let deadline = Instant::now() + LONG;
+        while dir.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(refs);
+    });
+    n
+}
+
+fn refs_through_processes() -> anyhow::Result<()> {
+    let base = objects()?;
+    let dir = scratch("refs-through-processes")?;
+    let x = starling::put(42u64)?;
+    let r = relay::remote(vec![x.clone()], dir.clone());
+    ensure!(starling::get_timeout(&r, LONG)? == 1);
+    until("keep_refs holds the ref", || dir.join("held").exists())?;
+    drop(r);
+    drop(x);
+    // The driver, the relay and the result are done with it; a thread of keep_refs holds it.
+    objects_become(base + 1, "only the ref held by keep_refs' thread")?;
+    std::fs::remove_dir_all(&dir)?;
+    objects_become(base, "the last holder dropped it")?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let in_process = std::env::args().any(|a| a == "--in-process");
     let _rt = if in_process {
@@ -537,7 +690,12 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 10] = [
+    let checks: [(&str, Check); 13] = [
+        // First: they count the objects in the directory, which later checks leave behind
+        // (held by tasks still running) for a while.
+        ("refs_as_values", refs_as_values),
+        ("nested_lifetime", nested_lifetime),
+        ("refs_through_processes", refs_through_processes),
         ("wait_exact", wait_exact),
         ("wait_timeout", wait_timeout),
         ("wait_refusals", wait_refusals),

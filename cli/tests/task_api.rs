@@ -8,7 +8,10 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 10] = [
+const CHECKS: [&str; 13] = [
+    "refs_as_values",
+    "nested_lifetime",
+    "refs_through_processes",
     "wait_exact",
     "wait_timeout",
     "wait_refusals",

@@ -13,7 +13,7 @@ use crate::runtime::{current_or_init, NodeInfo};
 /// waits. See [`get_timeout`] for a bound.
 pub fn get<T: RemoteValue>(r: &ObjectRef<T>) -> Result<T> {
     let blob = r.runtime().wait_object(r.id(), None)?;
-    codec::decode_shared(&blob)
+    codec::decode_for(r.runtime(), &blob)
 }
 
 /// Like [`get`], but gives up with [`Error::Timeout`] after `timeout`.
@@ -21,7 +21,7 @@ pub fn get_timeout<T: RemoteValue>(r: &ObjectRef<T>, timeout: Duration) -> Resul
     let blob = r
         .runtime()
         .wait_object(r.id(), Some(Instant::now() + timeout))?;
-    codec::decode_shared(&blob)
+    codec::decode_for(r.runtime(), &blob)
 }
 
 /// The values of all `refs`, in order. Fails with the first error in input order.
@@ -33,15 +33,30 @@ pub fn get_all<T: RemoteValue>(refs: &[ObjectRef<T>]) -> Result<Vec<T>> {
 pub fn get_all_timeout<T: RemoteValue>(refs: &[ObjectRef<T>], timeout: Duration) -> Result<Vec<T>> {
     let deadline = Instant::now() + timeout;
     refs.iter()
-        .map(|r| codec::decode_shared(&r.runtime().wait_object(r.id(), Some(deadline))?))
+        .map(|r| {
+            codec::decode_for(
+                r.runtime(),
+                &r.runtime().wait_object(r.id(), Some(deadline))?,
+            )
+        })
         .collect()
 }
 
 /// Stores `value` in the object store of the current runtime and returns a ref to it.
+///
+/// `value` may hold `ObjectRef`s (of this runtime): the objects they refer to live at least as
+/// long as the stored value.
 pub fn put<T: RemoteValue>(value: T) -> Result<ObjectRef<T>> {
-    let bytes = codec::encode(&value)?;
+    let encoded = codec::encode_nested(&value)?;
+    drop(value);
     let rt = current_or_init();
-    let id = rt.put_bytes(bytes)?;
+    if let Some(h) = encoded.refs.iter().find(|h| h.rt.owner() != rt.owner()) {
+        return Err(Error::ForeignObject(h.id));
+    }
+    let nested = encoded.ref_ids();
+    let id = rt.put_bytes(encoded.bytes, nested)?;
+    // The nested refs' groups go only now, after the scheduler was told the value holds them.
+    drop(encoded.refs);
     Ok(ObjectRef::from_raw(id, rt))
 }
 

@@ -14,12 +14,99 @@
 //! `put` decode. Sequences and maps go through serde, which caps preallocation at 1 MiB
 //! whatever the prefix says.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use starling_worker::store::Blob;
 
 use crate::error::Error;
+use crate::object_ref::RefHandle;
+use crate::runtime::Runtime;
+
+thread_local! {
+    /// The refs written by the encoding in progress on this thread ([`encode_nested`]).
+    static NOTED: RefCell<Option<Vec<Arc<RefHandle>>>> = const { RefCell::new(None) };
+    /// The runtime refs decoded on this thread belong to ([`decode_for`]).
+    static DECODING: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+    /// The refs nested in the return value the task on this thread just encoded.
+    static RETURNED: RefCell<Vec<Arc<RefHandle>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An encoded value and the ref groups nested in it. The groups keep their objects alive until
+/// whoever stores or sends the value has told the scheduler about them (see
+/// [`crate::object_ref`]); drop them only after that.
+#[doc(hidden)]
+pub struct Encoded {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) refs: Vec<Arc<RefHandle>>,
+}
+
+impl Encoded {
+    /// Bytes that hold no refs.
+    pub(crate) fn plain(bytes: Vec<u8>) -> Self {
+        Encoded {
+            bytes,
+            refs: Vec::new(),
+        }
+    }
+
+    /// The ids of the nested refs, in the order written (may repeat).
+    pub(crate) fn ref_ids(&self) -> Vec<starling_proto::ObjectId> {
+        self.refs.iter().map(|h| h.id).collect()
+    }
+}
+
+/// Encodes `value` and collects the `ObjectRef`s written inside it.
+pub(crate) fn encode_nested<T: Serialize + ?Sized>(value: &T) -> Result<Encoded, Error> {
+    let outer = NOTED.with(|n| n.borrow_mut().replace(Vec::new()));
+    let bytes = encode_pass(value, true);
+    let refs = NOTED
+        .with(|n| std::mem::replace(&mut *n.borrow_mut(), outer))
+        .unwrap_or_default();
+    Ok(Encoded {
+        bytes: bytes?,
+        refs,
+    })
+}
+
+/// Called by `ObjectRef`'s `Serialize`: the group joins the encoding in progress (if any) and is
+/// listed, as its id is leaving in a value.
+pub(crate) fn note_ref(h: &Arc<RefHandle>) {
+    h.list();
+    NOTED.with(|n| {
+        if let Some(v) = n.borrow_mut().as_mut() {
+            v.push(h.clone());
+        }
+    });
+}
+
+/// The runtime a ref being decoded on this thread belongs to.
+pub(crate) fn decoding_runtime() -> Option<Runtime> {
+    DECODING
+        .with(|d| d.borrow().clone())
+        .or_else(crate::runtime::current)
+}
+
+/// [`decode_shared`] for a value read from `rt`: refs inside it belong to `rt`.
+pub(crate) fn decode_for<T: DeserializeOwned>(rt: &Runtime, blob: &Blob) -> Result<T, Error> {
+    let outer = DECODING.with(|d| d.borrow_mut().replace(rt.clone()));
+    let v = decode_shared(blob);
+    DECODING.with(|d| *d.borrow_mut() = outer);
+    v
+}
+
+/// Keeps the refs nested in a task's return value for [`take_returned`].
+pub(crate) fn set_returned(refs: Vec<Arc<RefHandle>>) {
+    RETURNED.with(|r| *r.borrow_mut() = refs);
+}
+
+/// The refs nested in the return value last encoded on this thread (see `encode_return`).
+pub(crate) fn take_returned() -> Vec<Arc<RefHandle>> {
+    RETURNED.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
 
 const CONFIG: bincode::config::Configuration = bincode::config::standard();
 
@@ -39,14 +126,29 @@ const DECODE_CONFIG: LimitedConfig = CONFIG.with_limit::<{ usize::MAX }>();
 
 /// Encodes `value` into a buffer of exactly the encoded size: a sizing pass first, so a large
 /// value is written once instead of being copied on every growth of the buffer.
+/// Refs inside `value` are written as ids and not kept: use [`encode_nested`] for anything that
+/// may hold refs and reaches the scheduler.
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
+    encode_pass(value, false)
+}
+
+/// [`encode`]; with `collect`, refs are noted only on the writing pass (the sizing pass writes
+/// them too).
+fn encode_pass<T: Serialize + ?Sized>(value: &T, collect: bool) -> Result<Vec<u8>, Error> {
     let err = |e: bincode::error::EncodeError| Error::Codec {
         op: "encode",
         type_name: std::any::type_name::<T>(),
         message: e.to_string(),
     };
     let mut sizer = bincode::enc::write::SizeWriter::default();
-    bincode::serde::encode_into_writer(value, &mut sizer, CONFIG).map_err(err)?;
+    let noted = collect
+        .then(|| NOTED.with(|n| n.borrow_mut().take()))
+        .flatten();
+    let sized = bincode::serde::encode_into_writer(value, &mut sizer, CONFIG).map_err(err);
+    if let Some(noted) = noted {
+        NOTED.with(|n| *n.borrow_mut() = Some(noted));
+    }
+    sized?;
     let mut out = Vec::with_capacity(sizer.bytes_written);
     bincode::serde::encode_into_std_write(value, &mut out, CONFIG).map_err(err)?;
     Ok(out)

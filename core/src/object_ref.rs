@@ -1,15 +1,31 @@
 //! `ObjectRef<T>`: a typed, reference-counted handle to a value that exists or will.
 //!
-//! All clones of one `ObjectRef` share one handle; when the last clone drops, the scheduler is
-//! told, and the object is freed once no task needs it either.
+//! All clones of one `ObjectRef` share one handle (a *ref group*); when the last clone drops, the
+//! scheduler is told, and the object is freed once nothing else needs it either.
+//!
+//! # Refs inside values
+//! An `ObjectRef` is `Serialize + Deserialize`: it travels inside arguments, return values and
+//! `put` values as its id. Encoding with the codec notes every ref it writes
+//! ([`codec::encode_nested`]), and the value's owner tells the scheduler which objects the value
+//! holds (a task's `contained` list, or `Nested` for a stored value) *before* it lets go of the
+//! refs it noted; decoding a ref makes (or finds) this process's group for the id, and a new
+//! group is counted by the scheduler (`AddRef`) before the container that carried it can be
+//! released, since both go out on the same ordered stream. So an object lives while any process
+//! holds a deserialized ref to it, or while a stored value or a live task refers to it.
+//!
+//! A process has at most one group per id once refs have travelled: every group whose id was
+//! encoded or decoded here is listed in [`GROUPS`] (weakly), and decoding reuses it.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
+use parking_lot::Mutex;
 use starling_proto::ObjectId;
 
 use crate::__private::RemoteValue;
@@ -22,11 +38,83 @@ use crate::runtime::Runtime;
 pub struct RefHandle {
     pub(crate) id: ObjectId,
     pub(crate) rt: Runtime,
+    /// Listed in [`GROUPS`] (its id was encoded or decoded in this process).
+    listed: AtomicBool,
+    /// Made by decoding a ref, not by the `submit` or `put` that made the object.
+    adopted: bool,
+}
+
+/// The ref groups of this process whose ids travelled, by runtime and id: decoding a ref finds
+/// the group here instead of making a second one.
+static GROUPS: Mutex<Option<HashMap<(usize, ObjectId), Weak<RefHandle>>>> = Mutex::new(None);
+
+impl RefHandle {
+    pub(crate) fn new(id: ObjectId, rt: Runtime) -> Arc<RefHandle> {
+        Arc::new(RefHandle {
+            id,
+            rt,
+            listed: AtomicBool::new(false),
+            adopted: false,
+        })
+    }
+
+    /// Lists this group in [`GROUPS`], once: its id is about to leave the process in a value.
+    pub(crate) fn list(self: &Arc<Self>) {
+        if self.listed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        GROUPS
+            .lock()
+            .get_or_insert_with(HashMap::new)
+            .insert((self.rt.owner(), self.id), Arc::downgrade(self));
+    }
+
+    /// This process's group for `id` on `rt`: the listed one if it lives, else a new one, which
+    /// the scheduler counts as one more holder (if the object still exists; if not, `get` of it
+    /// says `ObjectLost`).
+    pub(crate) fn adopt(id: ObjectId, rt: Runtime) -> Arc<RefHandle> {
+        let mut groups = GROUPS.lock();
+        let map = groups.get_or_insert_with(HashMap::new);
+        let key = (rt.owner(), id);
+        if let Some(h) = map.get(&key).and_then(Weak::upgrade) {
+            return h;
+        }
+        let h = Arc::new(RefHandle {
+            id,
+            rt,
+            listed: AtomicBool::new(true),
+            adopted: true,
+        });
+        map.insert(key, Arc::downgrade(&h));
+        // Told while the list is locked, so a group of the same id dropping on another thread
+        // releases either before or after, never between the lookup and the count.
+        h.rt.add_ref(id);
+        h
+    }
 }
 
 impl Drop for RefHandle {
     fn drop(&mut self) {
-        self.rt.release(self.id);
+        if !self.listed.load(Ordering::Acquire) {
+            self.rt.release(self.id, self.adopted);
+            return;
+        }
+        // Released with the list locked: a group of the same id decoded next on another thread
+        // is made (and counted) after this one's release, whose effects (the local copy of the
+        // value dropped) are then over.
+        let mut groups = GROUPS.lock();
+        if let Some(map) = groups.as_mut() {
+            let key = (self.rt.owner(), self.id);
+            // Only this group's entry: a newer group of the same id may have replaced it.
+            if map
+                .get(&key)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), self))
+            {
+                map.remove(&key);
+            }
+        }
+        self.rt.release(self.id, self.adopted);
+        drop(groups);
     }
 }
 
@@ -42,8 +130,12 @@ pub struct ObjectRef<T> {
 
 impl<T> ObjectRef<T> {
     pub(crate) fn from_raw(id: ObjectId, rt: Runtime) -> Self {
+        Self::from_handle(RefHandle::new(id, rt))
+    }
+
+    pub(crate) fn from_handle(handle: Arc<RefHandle>) -> Self {
         ObjectRef {
-            handle: Arc::new(RefHandle { id, rt }),
+            handle,
             _t: PhantomData,
         }
     }
@@ -92,12 +184,34 @@ impl<T> std::hash::Hash for ObjectRef<T> {
     }
 }
 
+/// A ref is written as its object's id; the encoder notes it (see the module docs).
+impl<T> serde::Serialize for ObjectRef<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        codec::note_ref(&self.handle);
+        s.serialize_u64(self.handle.id.0)
+    }
+}
+
+/// A ref is read back as a ref group of this process for the runtime the value is decoded for
+/// (the one of the `ObjectRef` being read, the task's, or the current one).
+impl<'de, T> serde::Deserialize<'de> for ObjectRef<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let id = ObjectId(<u64 as serde::Deserialize>::deserialize(d)?);
+        let rt = codec::decoding_runtime().ok_or_else(|| {
+            <D::Error as serde::de::Error>::custom(
+                "an ObjectRef can only be decoded where a Starling runtime is running",
+            )
+        })?;
+        Ok(ObjectRef::from_handle(RefHandle::adopt(id, rt)))
+    }
+}
+
 impl<T: RemoteValue> Future for ObjectRef<T> {
     type Output = Result<T, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.handle.rt.poll_object(self.handle.id, cx.waker()) {
-            Poll::Ready(Ok(blob)) => Poll::Ready(codec::decode_shared(&blob)),
+            Poll::Ready(Ok(blob)) => Poll::Ready(codec::decode_for(&self.handle.rt, &blob)),
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => Poll::Pending,
         }
@@ -107,8 +221,8 @@ impl<T: RemoteValue> Future for ObjectRef<T> {
 /// One argument of a remote call, as `#[remote]` stubs receive it.
 #[doc(hidden)]
 pub enum ArgValue {
-    /// An encoded value (or why it could not be encoded).
-    Value(Result<Vec<u8>, Error>),
+    /// An encoded value with the refs nested in it (or why it could not be encoded).
+    Value(Result<codec::Encoded, Error>),
     /// A dependency.
     Ref(Arc<RefHandle>),
 }
@@ -122,7 +236,7 @@ pub trait IntoArg<T> {
 
 impl<T: RemoteValue> IntoArg<T> for T {
     fn into_arg(self) -> ArgValue {
-        ArgValue::Value(codec::encode(&self))
+        ArgValue::Value(codec::encode_nested(&self))
     }
 }
 
@@ -141,7 +255,7 @@ impl<T> IntoArg<T> for &ObjectRef<T> {
 /// `f::remote("text")` for a `String` parameter.
 impl IntoArg<String> for &str {
     fn into_arg(self) -> ArgValue {
-        ArgValue::Value(codec::encode(self))
+        ArgValue::Value(codec::encode(self).map(codec::Encoded::plain))
     }
 }
 

@@ -75,10 +75,14 @@ pub fn decode_arg<T: RemoteValue>(args: &[&[u8]], index: usize) -> Result<T, Inv
     })
 }
 
-/// Encodes a return value.
+/// Encodes a return value; the refs nested in it wait on this thread for the executor, which
+/// reports them with the result.
 pub fn encode_return<T: RemoteValue>(v: &T) -> Result<Vec<u8>, InvokeError> {
-    codec::encode(v)
-        .map_err(|e| InvokeError::Application(RemoteError::new("starling::Codec", e.to_string())))
+    let encoded = codec::encode_nested(v).map_err(|e| {
+        InvokeError::Application(RemoteError::new("starling::Codec", e.to_string()))
+    })?;
+    codec::set_returned(encoded.refs);
+    Ok(encoded.bytes)
 }
 
 /// Turns the `Err` of a `Result`-returning function into an application error.

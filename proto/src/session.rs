@@ -116,6 +116,14 @@ pub enum ClientOp {
     /// A large value the client stored on its node (worker processes) or uploaded (drivers).
     PutStored(ObjectValue),
     Release(ObjectId),
+    /// This process holds one more ref group for the object (it deserialized a ref).
+    AddRef(ObjectId),
+    /// The value of `container` (a `put`, or the result of a task this worker just reported)
+    /// holds refs to `refs`: they stay alive while that value does.
+    Nested {
+        container: ObjectId,
+        refs: Vec<ObjectId>,
+    },
     /// Send me this object's value (or failure) when it settles.
     Subscribe(ObjectId),
     Cancel(TaskId),

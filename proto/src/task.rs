@@ -73,6 +73,10 @@ pub struct TaskSpec {
     /// The task whose code submitted this one (`None`: a driver, or a thread the task did not
     /// run on). Cancelling a task cancels the tasks it submitted that have not finished.
     pub parent: Option<TaskId>,
+    /// Objects whose `ObjectRef`s are nested inside the inline arguments (a `Vec<ObjectRef<T>>`
+    /// argument, a struct holding refs): they stay alive while the task (or its lineage) does,
+    /// but the task does not wait for them, as in Ray.
+    pub contained: Box<[ObjectId]>,
 }
 
 impl TaskSpec {
@@ -95,6 +99,12 @@ impl TaskSpec {
             TaskArg::Object(o) => Some(*o),
             TaskArg::Inline(_) => None,
         })
+    }
+
+    /// Every object the task refers to: its dependencies, then the objects nested in its inline
+    /// arguments. Each is counted once per occurrence while the task lives.
+    pub fn references(&self) -> impl Iterator<Item = ObjectId> + '_ {
+        self.dependencies().chain(self.contained.iter().copied())
     }
 }
 

@@ -94,6 +94,7 @@ impl From<TaskSpec> for pb::TaskSpec {
             job: t.job.0,
             parent: t.parent.map_or(0, |p| p.0),
             retry_on: t.retry_on.iter().map(|s| s.to_string()).collect(),
+            contained: t.contained.iter().map(|o| o.0).collect(),
         }
     }
 }
@@ -135,6 +136,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             job: JobId(t.job),
             parent: (t.parent != 0).then_some(TaskId(t.parent)),
             retry_on: t.retry_on.into_iter().map(Arc::from).collect(),
+            contained: t.contained.into_iter().map(ObjectId).collect(),
         })
     }
 }
@@ -286,6 +288,7 @@ mod tests {
             job: JobId(4),
             parent: Some(TaskId(3)),
             retry_on: vec![Arc::from("panic"), Arc::from("my::Error")],
+            contained: Box::new([ObjectId(12), ObjectId(u64::MAX)]),
         }
     }
 
@@ -300,6 +303,7 @@ mod tests {
         assert_eq!(back.strategy, t.strategy);
         assert_eq!(back.job, JobId(4));
         assert_eq!(back.retry_on, t.retry_on);
+        assert_eq!(back.contained, t.contained);
         assert_eq!(
             (back.max_retries, back.retry_exceptions, back.attempt),
             (3, true, 1)

@@ -195,6 +195,9 @@ pub struct Core {
     /// The live tasks each live task submitted (only tasks with a parent are listed, and a
     /// parent's entry goes when it ends): what a cancel reaches recursively.
     pub(crate) children: HashMap<TaskId, Vec<TaskId>>,
+    /// Stored values that hold refs, with the objects they refer to (each counted once in that
+    /// object's `nested_in`): see [`reactor::on_nested`](crate::reactor::on_nested).
+    pub(crate) nested: IdMap<ObjectId, Box<[ObjectId]>>,
     pub(crate) stats: CoreStats,
 }
 
@@ -273,6 +276,11 @@ impl Core {
     /// `(handles, task_refs)` of `object`: live `ObjectRef` groups and unfinished tasks using it.
     pub fn object_refs(&self, object: ObjectId) -> Option<(u32, u32)> {
         self.objects.get(&object).map(|o| (o.handles, o.task_refs))
+    }
+
+    /// How many stored values of other objects hold a ref to `object`.
+    pub fn object_nested_in(&self, object: ObjectId) -> Option<u32> {
+        self.objects.get(&object).map(|o| o.nested_in)
     }
 
     /// Number of live entries in the object directory.

@@ -3,9 +3,14 @@
 //! # Invariants
 //! - An entry exists from the moment its task is submitted (or its value `put`) until it is
 //!   freed; a freed id is never reused.
-//! - `handles` counts live `ObjectRef` groups in drivers and workers; `task_refs` counts tasks
-//!   not yet finished that take the object as an argument. An object is freed exactly when both
-//!   are zero and it is no longer pending.
+//! - `handles` counts live `ObjectRef` groups in drivers and workers (one per process that
+//!   holds a ref, plus one per ref group a process deserialized); `task_refs` counts tasks not
+//!   yet finished that take the object as an argument or carry a ref to it nested in one;
+//!   `nested_in` counts the stored values (of other objects) that hold a ref to it. An object is
+//!   freed exactly when all three are zero and it is no longer pending.
+//! - A value that holds refs is listed in `Core::nested` (with the objects it refers to) exactly
+//!   while it is stored: when it goes (freed, released for lineage, lost with its node), each of
+//!   those objects loses one `nested_in`.
 //! - `dependents` is non-empty only while the object is pending.
 //! - Lineage (when the scheduler keeps it, see [`Core::set_lineage`](crate::Core::set_lineage)):
 //!   `lineage` is the spec of the task that makes the object, kept while the entry lives and
@@ -42,6 +47,8 @@ pub(crate) struct ObjectEntry {
     pub state: ObjectState,
     pub handles: u32,
     pub task_refs: u32,
+    /// Stored values of other objects that hold a ref to this one.
+    pub nested_in: u32,
     /// Tasks waiting for this object (only while pending). Usually zero or one, so a `Vec`.
     pub dependents: Vec<TaskId>,
     /// The task that makes it, to run again if its value is lost.
@@ -56,6 +63,7 @@ impl ObjectEntry {
             state: ObjectState::Pending,
             handles,
             task_refs: 0,
+            nested_in: 0,
             dependents: Vec::new(),
             lineage: None,
             lineage_refs: 0,
@@ -74,13 +82,13 @@ impl ObjectEntry {
     /// the entry too, unless lineage still needs it).
     #[inline]
     pub fn is_garbage(&self) -> bool {
-        self.handles == 0 && self.task_refs == 0 && self.state != ObjectState::Pending
+        !self.is_needed() && self.state != ObjectState::Pending
     }
 
-    /// Whether a handle or a task needs the value.
+    /// Whether a handle, a task or another object's value needs the value.
     #[inline]
     pub fn is_needed(&self) -> bool {
-        self.handles > 0 || self.task_refs > 0
+        self.handles > 0 || self.task_refs > 0 || self.nested_in > 0
     }
 
     pub fn location(&self) -> Option<NodeId> {

@@ -203,6 +203,16 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
             missing += 1;
         }
     }
+    // Refs nested in the arguments keep their objects alive, but the task does not wait for
+    // them; one already gone stays gone (ids are never reused), and `get` of it says so.
+    for nested in spec.contained.iter() {
+        if let Some(o) = core.objects.get_mut(nested) {
+            o.task_refs += 1;
+            if core.lineage {
+                o.lineage_refs += 1;
+            }
+        }
+    }
     // A released argument (its value dropped, its entry kept for lineage) is made again.
     if core.lineage {
         let released: Vec<ObjectId> = spec
@@ -403,6 +413,36 @@ pub fn on_add_ref(core: &mut Core, t: &mut impl Transport, object: ObjectId) -> 
         }
         None => false,
     }
+}
+
+/// The stored value of `container` (a `put`, or a task's result just reported) holds refs to
+/// `refs`: each stays alive while that value is stored, and loses the container's hold when it
+/// goes (freed, released for lineage, or lost with its node). Refs to objects already gone are
+/// ignored (`get` of them says `ObjectLost`). Returns `false`, changing nothing, if `container`
+/// has no stored value now (its task was cancelled, or it was freed at once) or was already
+/// given its refs.
+pub fn on_nested(core: &mut Core, container: ObjectId, mut refs: Vec<ObjectId>) -> bool {
+    let stored = core
+        .objects
+        .get(&container)
+        .is_some_and(|o| matches!(o.state, ObjectState::Ready { .. }));
+    if !stored || core.nested.contains_key(&container) {
+        return false;
+    }
+    refs.sort_unstable();
+    refs.dedup();
+    refs.retain(|r| *r != container);
+    refs.retain(|r| match core.objects.get_mut(r) {
+        Some(o) => {
+            o.nested_in += 1;
+            true
+        }
+        None => false,
+    });
+    if !refs.is_empty() {
+        core.nested.insert(container, refs.into_boxed_slice());
+    }
+    true
 }
 
 /// An `ObjectRef` group for `object` was dropped.
@@ -1031,7 +1071,7 @@ fn settle_failure(
 }
 
 fn release_arguments(core: &mut Core, t: &mut impl Transport, spec: &TaskSpec) {
-    for dep in spec.dependencies() {
+    for dep in spec.references() {
         if let Some(o) = core.objects.get_mut(&dep) {
             o.task_refs = o.task_refs.saturating_sub(1);
             if o.is_garbage() {
@@ -1068,6 +1108,7 @@ fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
                 o.state = ObjectState::Released;
                 core.stats.objects_freed += 1;
                 t.free_object(object, Some(node));
+                unref_nested(core, object, &mut work);
             }
             continue;
         }
@@ -1075,9 +1116,25 @@ fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
         if o.state != ObjectState::Released {
             core.stats.objects_freed += 1;
             t.free_object(object, o.location());
+            unref_nested(core, object, &mut work);
         }
         if let Some(spec) = o.lineage {
             unref_lineage(core, &spec, &mut work);
+        }
+    }
+}
+
+/// The value of `container` is gone: the objects it held refs to lose one `nested_in` each.
+fn unref_nested(core: &mut Core, container: ObjectId, garbage: &mut Vec<ObjectId>) {
+    let Some(refs) = core.nested.remove(&container) else {
+        return;
+    };
+    for r in refs.iter() {
+        if let Some(o) = core.objects.get_mut(r) {
+            o.nested_in = o.nested_in.saturating_sub(1);
+            if o.is_garbage() {
+                garbage.push(*r);
+            }
         }
     }
 }
@@ -1092,7 +1149,7 @@ fn drop_lineage(core: &mut Core, t: &mut impl Transport, spec: &TaskSpec) {
 }
 
 fn unref_lineage(core: &mut Core, spec: &TaskSpec, garbage: &mut Vec<ObjectId>) {
-    for dep in spec.dependencies() {
+    for dep in spec.references() {
         if let Some(d) = core.objects.get_mut(&dep) {
             debug_assert!(d.lineage_refs > 0, "{dep}: lineage references miscounted");
             d.lineage_refs = d.lineage_refs.saturating_sub(1);
@@ -1122,6 +1179,14 @@ pub fn on_objects_lost(core: &mut Core, t: &mut impl Transport, lost: &[ObjectId
     }
     if gone.is_empty() {
         return;
+    }
+    // The lost values' nested refs go with them (a value made again holds refs of its own).
+    let mut garbage = Vec::new();
+    for &object in &gone {
+        unref_nested(core, object, &mut garbage);
+    }
+    for object in garbage {
+        free(core, t, object);
     }
     let gone_set: std::collections::HashSet<ObjectId> = gone.iter().copied().collect();
     // Tasks that have not started and take a lost object wait for it again.
@@ -1208,6 +1273,11 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
                     stack.push(dep);
                 }
                 _ => {}
+            }
+        }
+        for nested in spec.contained.iter() {
+            if let Some(d) = core.objects.get_mut(nested) {
+                d.task_refs += 1;
             }
         }
         let class = core.class_of(&spec);

@@ -147,5 +147,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         job: JobId(0),
         parent: None,
         retry_on: Vec::new(),
+        contained: Box::default(),
     }
 }

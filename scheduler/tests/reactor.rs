@@ -13,7 +13,7 @@ use starling_proto::{
     TaskFailure, TaskId, TaskSpec, WorkerId,
 };
 use starling_scheduler::reactor::{
-    self, on_add_ref, on_cancel, on_cancel_tree, on_node_added, on_objects_lost, on_put,
+    self, on_add_ref, on_cancel, on_cancel_tree, on_nested, on_node_added, on_objects_lost, on_put,
     on_release, on_submit, on_task_done, on_task_finished, on_worker_added, on_worker_blocked,
     on_worker_unblocked, schedule,
 };
@@ -993,6 +993,124 @@ fn results_released_before_they_exist_are_freed_when_settled() {
         ]
     );
     assert_eq!(c.core.object_count(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refs nested in values
+// ---------------------------------------------------------------------------------------------
+
+fn nested(core: &mut Core, container: u64, refs: &[u64]) -> bool {
+    on_nested(
+        core,
+        ObjectId(container),
+        refs.iter().map(|r| ObjectId(*r)).collect(),
+    )
+}
+
+#[test]
+fn an_object_referenced_only_from_another_lives_until_that_one_is_freed() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    on_put(&mut c.core, ObjectId(100), N1, 8);
+    on_put(&mut c.core, ObjectId(101), N1, 8);
+    // 101's value holds a ref to 100 (twice: counted once) and to an id that is gone.
+    assert!(nested(&mut c.core, 101, &[100, 100, 555]));
+    assert_eq!(c.core.object_nested_in(ObjectId(100)), Some(1));
+    assert!(c.release(100).is_empty(), "101's value still refers to 100");
+    assert_eq!(
+        c.release(101),
+        [
+            Sent::Free(ObjectId(101), Some(N1)),
+            Sent::Free(ObjectId(100), Some(N1))
+        ]
+    );
+    assert_eq!(c.core.object_count(), 0);
+}
+
+#[test]
+fn nested_refs_are_given_once_and_only_to_a_stored_value() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    on_put(&mut c.core, ObjectId(100), N1, 8);
+    c.submit(task(1, vec![]));
+    assert!(!nested(&mut c.core, 1, &[100]), "1 is still pending");
+    assert!(!nested(&mut c.core, 7, &[100]), "7 does not exist");
+    on_put(&mut c.core, ObjectId(101), N1, 8);
+    assert!(nested(&mut c.core, 101, &[100]));
+    assert!(
+        !nested(&mut c.core, 101, &[100]),
+        "a value's refs are told once"
+    );
+    assert_eq!(c.core.object_nested_in(ObjectId(100)), Some(1));
+}
+
+#[test]
+fn a_ref_nested_in_an_argument_is_kept_but_not_waited_for() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    c.submit(task(1, vec![]));
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    let mut t2 = task(2, vec![]);
+    t2.contained = Box::new([ObjectId(1)]);
+    c.submit(t2);
+    assert_eq!(
+        c.state(2),
+        Some(TaskState::Queued),
+        "T2 does not wait for 1, which is pending"
+    );
+    assert_eq!(tasks_of(&c.dispatch()), [2]);
+    assert!(c.release(1).is_empty(), "T2 still refers to 1");
+    c.succeed(1);
+    assert!(c.object(1).is_some(), "1 is kept for T2");
+    assert!(c.succeed(2).contains(&Sent::Free(ObjectId(1), Some(N1))));
+}
+
+#[test]
+fn a_result_holding_refs_made_by_its_task_keeps_them_until_it_goes() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(task(1, vec![]));
+    c.dispatch();
+    // The task puts 100 and returns a value holding a ref to it; its worker reports the
+    // result, then the refs it holds, then drops its own ref.
+    on_put(&mut c.core, ObjectId(100), N1, 8);
+    c.succeed(1);
+    assert!(nested(&mut c.core, 1, &[100]));
+    assert!(c.release(100).is_empty());
+    // The caller reads the result, deserializes the ref (one more group), drops the result.
+    assert!(on_add_ref(&mut c.core, &mut c.t, ObjectId(100)));
+    assert_eq!(c.release(1), [Sent::Free(ObjectId(1), Some(N1))]);
+    assert_eq!(c.release(100), [Sent::Free(ObjectId(100), Some(N1))]);
+    assert_eq!(c.core.object_count(), 0);
+}
+
+#[test]
+fn a_released_or_lost_value_lets_go_of_its_nested_refs() {
+    let mut c = Cluster::new()
+        .with_lineage()
+        .with_node(1, ResourceSet::cpus(1.0), [1]);
+    // T2 takes 1 as an argument: 1's entry stays as T2's lineage once released.
+    c.submit(task(1, vec![]));
+    c.submit(task(2, vec![arg(1)]));
+    c.dispatch();
+    c.succeed(1);
+    on_put(&mut c.core, ObjectId(100), N1, 8);
+    assert!(nested(&mut c.core, 1, &[100]));
+    assert!(c.release(100).is_empty());
+    c.dispatch();
+    c.succeed(2);
+    let sent = c.release(1);
+    assert_eq!(c.object(1), Some(ObjectState::Released));
+    assert!(
+        sent.contains(&Sent::Free(ObjectId(100), Some(N1))),
+        "1's value went, and with it its ref to 100: {sent:?}"
+    );
+    // A value lost with its node lets go of its refs too.
+    on_put(&mut c.core, ObjectId(101), N1, 8);
+    assert!(nested(&mut c.core, 2, &[101]));
+    c.release(101);
+    assert!(c.object(101).is_some());
+    let sent = c.lose(&[2]);
+    assert!(
+        sent.contains(&Sent::Free(ObjectId(101), Some(N1))),
+        "{sent:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ use starling_worker::store::Blob;
 use super::client::{Client, SessionKind, INLINE_LIMIT};
 use super::env;
 use super::objects::{self, LocalStore};
+use crate::object_ref::RefHandle;
 use crate::registry::build_id;
 use crate::runtime::exec::{self, Invoked};
 use crate::runtime::Runtime;
@@ -390,12 +391,13 @@ impl Pool {
             self.acquire();
             let started = Instant::now();
             let mut args = Vec::new();
-            let (function, done) = self.run_task(owner, worker, run, &mut args);
+            let mut nested = Vec::new();
+            let (function, done) = self.run_task(owner, worker, run, &mut args, &mut nested);
             self.release();
             if let Some(function) = function {
                 self.ran(function, started.elapsed());
             }
-            UNREPORTED.with(|u| u.borrow_mut().push(done));
+            UNREPORTED.with(|u| u.borrow_mut().push(done, nested));
             // Mapped arguments are unmapped only once the result is on its way: tearing down
             // the page tables of every page a task touched takes a while, and nobody waits on it.
             if !args.is_empty() && self.runs.is_empty() {
@@ -407,8 +409,9 @@ impl Pool {
 
     /// Sends this thread's unreported results to the head, as one batch.
     fn report(&self) {
-        let ops = UNREPORTED.with(|u| u.borrow_mut().take());
+        let (ops, nested) = UNREPORTED.with(|u| u.borrow_mut().take());
         self.client.send_many(ops);
+        drop(nested);
     }
 
     /// Shows the task about to run the GPUs it holds: `CUDA_VISIBLE_DEVICES` and
@@ -459,22 +462,35 @@ const REPORT_AGE: Duration = Duration::from_micros(200);
 #[derive(Default)]
 struct Unreported {
     ops: Vec<ClientOp>,
+    /// The ref groups nested in the unreported results: let go only after the report is sent,
+    /// so the head hears that a result holds them before it hears they were dropped.
+    nested: Vec<Arc<RefHandle>>,
     oldest: Option<Instant>,
 }
 
 impl Unreported {
-    fn push(&mut self, done: TaskDone) {
+    fn push(&mut self, done: TaskDone, nested: Vec<Arc<RefHandle>>) {
         self.oldest.get_or_insert_with(Instant::now);
+        let container = ObjectId::from(done.task);
+        let stored = matches!(done.outcome, Outcome::Inline(_) | Outcome::Stored(_));
         self.ops.push(ClientOp::Done(done));
+        if stored && !nested.is_empty() {
+            let refs = nested.iter().map(|h| h.id).collect();
+            self.ops.push(ClientOp::Nested { container, refs });
+            self.nested.extend(nested);
+        }
     }
 
     fn due(&self) -> bool {
         self.ops.len() >= REPORT_MAX || self.oldest.is_some_and(|t| t.elapsed() >= REPORT_AGE)
     }
 
-    fn take(&mut self) -> Vec<ClientOp> {
+    fn take(&mut self) -> (Vec<ClientOp>, Vec<Arc<RefHandle>>) {
         self.oldest = None;
-        std::mem::take(&mut self.ops)
+        (
+            std::mem::take(&mut self.ops),
+            std::mem::take(&mut self.nested),
+        )
     }
 }
 
@@ -547,13 +563,14 @@ impl Pool {
         worker: starling_proto::WorkerId,
         run: RunTask,
         args: &mut Vec<Blob>,
+        nested: &mut Vec<Arc<RefHandle>>,
     ) -> (Option<std::sync::Arc<str>>, TaskDone) {
         let client = &self.client;
         let spec = run.spec;
         let task = spec.id.0;
         self.started(task);
         let gpu_ids = self.use_gpus(run.gpu_ids);
-        let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, args);
+        let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, args, nested);
         let value = match &done.outcome {
             Outcome::Inline(bytes) => Some(Blob::new(bytes.clone())),
             Outcome::Stored(_) => client.local_store().and_then(|l| {
@@ -574,6 +591,7 @@ impl Pool {
         gpu_ids: Vec<std::sync::Arc<str>>,
         resolved: &[ResolvedArg],
         keep: &mut Vec<Blob>,
+        nested: &mut Vec<Arc<RefHandle>>,
     ) -> TaskDone {
         let client = &self.client;
         let task = spec.id;
@@ -678,20 +696,23 @@ impl Pool {
             mark(None);
         }
         let outcome = match invoked {
-            Invoked::Value(bytes) => match client.local_store() {
-                Some(local) if bytes.len() > INLINE_LIMIT => {
-                    match local.write(
-                        spec.return_object(),
-                        client.head_epoch(),
-                        client.job(),
-                        &bytes,
-                    ) {
-                        Ok(_) => Outcome::Stored(bytes.len() as u64),
-                        Err(_) => Outcome::Inline(bytes),
+            Invoked::Value(bytes, refs) => {
+                *nested = refs;
+                match client.local_store() {
+                    Some(local) if bytes.len() > INLINE_LIMIT => {
+                        match local.write(
+                            spec.return_object(),
+                            client.head_epoch(),
+                            client.job(),
+                            &bytes,
+                        ) {
+                            Ok(_) => Outcome::Stored(bytes.len() as u64),
+                            Err(_) => Outcome::Inline(bytes),
+                        }
                     }
+                    _ => Outcome::Inline(bytes),
                 }
-                _ => Outcome::Inline(bytes),
-            },
+            }
             Invoked::Failed(e) => Outcome::Failed(e),
             Invoked::BadArgument(e) => Outcome::BadArgument(e),
             Invoked::NotFound => Outcome::FunctionNotFound(build_id().to_string()),

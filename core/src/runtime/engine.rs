@@ -44,6 +44,10 @@ pub(crate) enum Event {
     Submit(Arc<TaskSpec>),
     Finished(WorkerId, TaskOutcome),
     Release(ObjectId),
+    /// One more ref group for the object (a ref was decoded).
+    AddRef(ObjectId),
+    /// The stored value of the first object holds refs to the others.
+    Nested(ObjectId, Vec<ObjectId>),
     Put(ObjectId, u64),
     FailedPut(ObjectId, Arc<TaskFailure>),
     Blocked(WorkerId),
@@ -311,12 +315,21 @@ impl Engine {
         object
     }
 
-    pub fn put(&self, bytes: Vec<u8>) -> ObjectId {
+    pub fn put(&self, bytes: Vec<u8>, nested: Vec<ObjectId>) -> ObjectId {
         let id = ObjectId(self.next_id());
         let size = bytes.len() as u64;
         self.store.put(id, Blob::new(bytes));
         self.post(Event::Put(id, size));
+        if !nested.is_empty() {
+            self.post(Event::Nested(id, nested));
+        }
         id
+    }
+
+    pub fn add_ref(&self, id: ObjectId) {
+        if !self.shut_down.load(Ordering::Relaxed) {
+            self.post(Event::AddRef(id));
+        }
     }
 
     pub fn release(&self, id: ObjectId) {
@@ -504,6 +517,12 @@ fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
         Event::Submit(spec) => reactor::on_submit_arc(core, effects, spec),
         Event::Finished(w, outcome) => reactor::on_task_finished(core, effects, w, outcome),
         Event::Release(o) => reactor::on_release(core, effects, o),
+        Event::AddRef(o) => {
+            reactor::on_add_ref(core, effects, o);
+        }
+        Event::Nested(o, refs) => {
+            reactor::on_nested(core, o, refs);
+        }
         Event::Put(o, size) => reactor::on_put(core, o, NODE, size),
         Event::FailedPut(o, f) => reactor::on_failed_put(core, effects, o, f),
         Event::Blocked(w) => reactor::on_worker_blocked(core, w),

@@ -21,6 +21,8 @@ use starling_worker::store::{Blob, Lookup};
 use super::engine::{Engine, Event, Slot};
 use super::Runtime;
 use crate::__private::InvokeError;
+use crate::codec;
+use crate::object_ref::RefHandle;
 use crate::registry::{build_id, Registry};
 
 /// How long a thread that waits for a result spins before it parks.
@@ -166,8 +168,15 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
             break;
         }
         if let Some((task, gpu_ids)) = slot.tasks.pop() {
-            let outcome = run(&engine, &slot, &task, gpu_ids);
+            let (outcome, nested) = run(&engine, &slot, &task, gpu_ids);
             engine.post(Event::Finished(slot.id, outcome));
+            if !nested.is_empty() {
+                let ids = nested.iter().map(|h| h.id).collect();
+                engine.post(Event::Nested(task.return_object(), ids));
+                // The result's refs are let go only after the scheduler knows the result holds
+                // them.
+                drop(nested);
+            }
             if slot.retired.load(Ordering::SeqCst) {
                 while slot.tasks.pop().is_some() {}
                 break;
@@ -192,14 +201,20 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
     super::set_thread_runtime(None);
 }
 
-fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) -> TaskOutcome {
+/// Runs `task`; returns how it ended and the refs nested in its result.
+fn run(
+    engine: &Engine,
+    slot: &Slot,
+    task: &TaskSpec,
+    gpu_ids: Vec<Arc<str>>,
+) -> (TaskOutcome, Vec<Arc<RefHandle>>) {
     // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
     let mut blobs: Vec<Blob> = Vec::new();
     for a in &task.args {
         if let TaskArg::Object(o) = a {
             match engine.store.lookup(*o, None) {
                 Lookup::Ready(b) => blobs.push(b),
-                _ => return lost_argument(*o),
+                _ => return (lost_argument(*o), Vec::new()),
             }
         }
     }
@@ -221,25 +236,29 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) ->
         &args,
         &blobs,
     ) {
-        Invoked::Value(bytes) => {
+        Invoked::Value(bytes, nested) => {
             let size = bytes.len() as u64;
             if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
                 engine.store.put(ObjectId::from(task.id), Blob::new(bytes));
             }
-            TaskOutcome::Stored { size }
+            (TaskOutcome::Stored { size }, nested)
         }
-        Invoked::Failed(e) => TaskOutcome::Failed(e),
-        Invoked::BadArgument(e) => TaskOutcome::BadArgument(e),
-        Invoked::NotFound => TaskOutcome::FunctionNotFound {
-            build: build_id().to_string(),
-        },
+        Invoked::Failed(e) => (TaskOutcome::Failed(e), Vec::new()),
+        Invoked::BadArgument(e) => (TaskOutcome::BadArgument(e), Vec::new()),
+        Invoked::NotFound => (
+            TaskOutcome::FunctionNotFound {
+                build: build_id().to_string(),
+            },
+            Vec::new(),
+        ),
     }
 }
 
 /// How one invocation of a remote function ended.
 pub(crate) enum Invoked {
-    /// The encoded return value.
-    Value(Vec<u8>),
+    /// The encoded return value, and the ref groups nested in it (to drop only once the
+    /// scheduler was told the value holds them).
+    Value(Vec<u8>, Vec<Arc<RefHandle>>),
     /// A panic or an `Err`.
     Failed(RemoteError),
     /// An argument did not decode.
@@ -272,12 +291,14 @@ pub(crate) fn invoke(
         }))
     });
     // `Bytes` arguments share the stored objects' buffers instead of copying them.
+    codec::take_returned();
     let result = crate::bytes::with_sources(sources, || {
         catch_unwind(AssertUnwindSafe(|| (entry.invoke)(args)))
     });
     CONTEXT.with(|c| c.set(None));
+    let nested = codec::take_returned();
     match result {
-        Ok(Ok(bytes)) => Invoked::Value(bytes),
+        Ok(Ok(bytes)) => Invoked::Value(bytes, nested),
         Ok(Err(InvokeError::Application(e))) => Invoked::Failed(e),
         Ok(Err(InvokeError::BadArgument(e))) => Invoked::BadArgument(e),
         Err(payload) => {

@@ -309,17 +309,27 @@ impl Runtime {
         }
     }
 
-    pub(crate) fn put_bytes(&self, bytes: Vec<u8>) -> Result<ObjectId> {
+    /// Stores `bytes`, a value holding refs to `nested` (told to the scheduler with the value).
+    pub(crate) fn put_bytes(&self, bytes: Vec<u8>, nested: Vec<ObjectId>) -> Result<ObjectId> {
         match &self.backend {
-            Backend::InProcess(e) => Ok(e.put(bytes)),
-            Backend::Cluster(c) => c.put(bytes),
+            Backend::InProcess(e) => Ok(e.put(bytes, nested)),
+            Backend::Cluster(c) => c.put(bytes, nested),
         }
     }
 
-    pub(crate) fn release(&self, id: ObjectId) {
+    /// This process made one more ref group for `id` (it decoded a ref).
+    pub(crate) fn add_ref(&self, id: ObjectId) {
+        match &self.backend {
+            Backend::InProcess(e) => e.add_ref(id),
+            Backend::Cluster(c) => c.add_ref(id),
+        }
+    }
+
+    /// A ref group for `id` was dropped; `adopted`: one made by decoding a ref.
+    pub(crate) fn release(&self, id: ObjectId, adopted: bool) {
         match &self.backend {
             Backend::InProcess(e) => e.release(id),
-            Backend::Cluster(c) => c.release(id),
+            Backend::Cluster(c) => c.release(id, adopted),
         }
     }
 
@@ -371,9 +381,10 @@ impl Runtime {
     }
 }
 
-/// Turns a call into a task spec: encoded values inline, `ObjectRef`s as dependencies (which
-/// must belong to the runtime `owner`). Returns the refs to keep alive until the task is
-/// registered, or the failure of a call that cannot be made.
+/// Turns a call into a task spec: encoded values inline (with the refs nested in them listed
+/// in `contained`), `ObjectRef`s as dependencies (all refs must belong to the runtime `owner`).
+/// Returns the refs to keep alive until the task is registered, or the failure of a call that
+/// cannot be made.
 pub(crate) fn prepare_call(
     registry: &Registry,
     owner: usize,
@@ -386,9 +397,22 @@ pub(crate) fn prepare_call(
     let mut task_args = Vec::with_capacity(args.args.len());
     let mut keep = Vec::new();
     let mut bad = None;
+    let mut contained = Vec::new();
     for (i, a) in args.args.into_iter().enumerate() {
         match a {
-            ArgValue::Value(Ok(bytes)) => task_args.push(TaskArg::Inline(bytes)),
+            ArgValue::Value(Ok(encoded)) => {
+                for h in encoded.refs {
+                    if h.rt.owner() != owner {
+                        bad.get_or_insert(RemoteError::new(
+                            "starling::ForeignObject",
+                            format!("argument {i}: {}", crate::Error::ForeignObject(h.id)),
+                        ));
+                    }
+                    contained.push(h.id);
+                    keep.push(h);
+                }
+                task_args.push(TaskArg::Inline(encoded.bytes))
+            }
             ArgValue::Value(Err(e)) => {
                 bad.get_or_insert(RemoteError::new(
                     "starling::Codec",
@@ -428,6 +452,7 @@ pub(crate) fn prepare_call(
         // The task running on this thread, if any (in a worker process, a thread a task
         // spawned belongs to the one task running there): cancelling it cancels this one too.
         parent: exec::current_task().or_else(crate::cluster::worker::sole_running_task),
+        contained: contained.into_boxed_slice(),
     };
     Ok((spec, keep))
 }

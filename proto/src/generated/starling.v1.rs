@@ -77,6 +77,10 @@ pub struct TaskSpec {
     /// With retry_exceptions, only errors of these types are retried (empty: every error).
     #[prost(string, repeated, tag = "11")]
     pub retry_on: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Objects whose refs are nested inside the inline arguments: kept alive while the task is,
+    /// but not waited for.
+    #[prost(uint64, repeated, tag = "12")]
+    pub contained: ::prost::alloc::vec::Vec<u64>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RemoteError {
@@ -245,7 +249,10 @@ pub mod task_done {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ClientOp {
-    #[prost(oneof = "client_op::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11")]
+    #[prost(
+        oneof = "client_op::Kind",
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
+    )]
     pub kind: ::core::option::Option<client_op::Kind>,
 }
 /// Nested message and enum types in `ClientOp`.
@@ -278,7 +285,20 @@ pub mod client_op {
         /// A large value the client stored on its node (worker processes) or uploaded (drivers).
         #[prost(message, tag = "11")]
         PutStored(super::ObjectValue),
+        /// This process holds a ref it deserialized (one more ref group).
+        #[prost(uint64, tag = "12")]
+        AddRef(u64),
+        /// The value of `container` (a put or a task's result) holds refs to `refs`.
+        #[prost(message, tag = "13")]
+        Nested(super::Nested),
     }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Nested {
+    #[prost(uint64, tag = "1")]
+    pub container: u64,
+    #[prost(uint64, repeated, tag = "2")]
+    pub refs: ::prost::alloc::vec::Vec<u64>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ClientBatch {

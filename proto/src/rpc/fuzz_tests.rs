@@ -38,6 +38,7 @@ fn spec() -> TaskSpec {
         job: JobId(4),
         parent: Some(TaskId(1)),
         retry_on: vec![Arc::from("std::io::error::Error")],
+        contained: Box::new([ObjectId(9), ObjectId(u64::MAX)]),
     }
 }
 
@@ -89,6 +90,11 @@ fn client_batch() -> pb::ClientBatch {
             kind: Some(pb::object_value::Kind::Location(location())),
         }),
         Kind::Release(5),
+        Kind::AddRef(5),
+        Kind::Nested(pb::Nested {
+            container: 5,
+            refs: vec![6, 7],
+        }),
         Kind::Subscribe(6),
         Kind::Cancel(7),
         Kind::CancelForce(8),

@@ -218,6 +218,11 @@ impl From<ClientOp> for pb::ClientOp {
                 ClientOp::Put(v) => Kind::Put(v.into()),
                 ClientOp::PutStored(v) => Kind::PutStored(v.into()),
                 ClientOp::Release(o) => Kind::Release(o.0),
+                ClientOp::AddRef(o) => Kind::AddRef(o.0),
+                ClientOp::Nested { container, refs } => Kind::Nested(pb::Nested {
+                    container: container.0,
+                    refs: refs.into_iter().map(|o| o.0).collect(),
+                }),
                 ClientOp::Subscribe(o) => Kind::Subscribe(o.0),
                 ClientOp::Cancel(t) => Kind::Cancel(t.0),
                 ClientOp::CancelForce(t) => Kind::CancelForce(t.0),
@@ -240,6 +245,11 @@ impl TryFrom<pb::ClientOp> for ClientOp {
             Kind::Put(v) => ClientOp::Put(v.try_into()?),
             Kind::PutStored(v) => ClientOp::PutStored(v.try_into()?),
             Kind::Release(o) => ClientOp::Release(ObjectId(o)),
+            Kind::AddRef(o) => ClientOp::AddRef(ObjectId(o)),
+            Kind::Nested(n) => ClientOp::Nested {
+                container: ObjectId(n.container),
+                refs: n.refs.into_iter().map(ObjectId).collect(),
+            },
             Kind::Subscribe(o) => ClientOp::Subscribe(ObjectId(o)),
             Kind::Cancel(t) => ClientOp::Cancel(TaskId(t)),
             Kind::CancelForce(t) => ClientOp::CancelForce(TaskId(t)),
@@ -349,6 +359,7 @@ mod tests {
             job: JobId(u64::MAX),
             parent: Some(TaskId(u64::MAX)),
             retry_on: vec![Arc::from("panic")],
+            contained: Box::new([ObjectId(3)]),
         }
     }
 
@@ -433,6 +444,11 @@ mod tests {
                 value: Value::Location(location()),
             }),
             ClientOp::Release(ObjectId(u64::MAX)),
+            ClientOp::AddRef(ObjectId(u64::MAX)),
+            ClientOp::Nested {
+                container: ObjectId(u64::MAX),
+                refs: vec![ObjectId(1), ObjectId(u64::MAX)],
+            },
             ClientOp::Subscribe(ObjectId(u64::MAX)),
             ClientOp::Cancel(TaskId(u64::MAX)),
             ClientOp::CancelForce(TaskId(u64::MAX)),

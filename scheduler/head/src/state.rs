@@ -1175,10 +1175,8 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
         ClientOp::Submit(mut spec) => {
             spec.job = job;
             own_id(client, spec.id.0, "submit task")?;
-            for arg in &spec.args {
-                if let TaskArg::Object(o) = arg {
-                    same_job(&st.session_jobs, job, o.0, "pass object")?;
-                }
+            for o in spec.references() {
+                same_job(&st.session_jobs, job, o.0, "pass object")?;
             }
             if st.core.object_state(spec.return_object()).is_some()
                 || st.core.task_state(spec.id).is_some()
@@ -1224,9 +1222,34 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
                 *n -= 1;
                 if *n == 0 {
                     conn.handles.remove(&object);
+                    // It holds no ref to the object any more: its value is not sent there when
+                    // it settles (a task that returned the ref of a child it submitted, say).
+                    if let Some(subs) = st.out.subscribers.get_mut(&object) {
+                        subs.retain(|c| *c != client);
+                        if subs.is_empty() {
+                            st.out.subscribers.remove(&object);
+                        }
+                    }
                 }
                 reactor::on_release(&mut st.core, &mut st.out, object);
             }
+        }
+        ClientOp::AddRef(object) => {
+            same_job(&st.session_jobs, job, object.0, "hold object")?;
+            // An object already gone stays gone: `get` of the ref says `ObjectLost`, and its
+            // release finds no handle to drop.
+            if reactor::on_add_ref(&mut st.core, &mut st.out, object) {
+                if let Some(conn) = st.out.clients.get_mut(&client) {
+                    *conn.handles.entry(object).or_default() += 1;
+                }
+            }
+        }
+        ClientOp::Nested { container, refs } => {
+            same_job(&st.session_jobs, job, container.0, "fill object")?;
+            for r in &refs {
+                same_job(&st.session_jobs, job, r.0, "hold object")?;
+            }
+            reactor::on_nested(&mut st.core, container, refs);
         }
         ClientOp::Subscribe(object) => {
             same_job(&st.session_jobs, job, object.0, "read object")?;

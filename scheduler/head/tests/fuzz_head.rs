@@ -170,7 +170,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
             }
         }
     };
-    let made = match rng.below(12) {
+    let made = match rng.below(14) {
         0 => {
             let task = id(rng, base);
             let function = *rng.pick(&["f", "", "g#1"]);
@@ -216,6 +216,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     job: JobId(rng.below(4) as u64),
                     parent: (rng.below(2) == 0).then(|| TaskId(id(rng, base))),
                     retry_on: (0..rng.below(3)).map(|_| "panic".into()).collect(),
+                    contained: (0..rng.below(3)).map(|_| ObjectId(id(rng, base))).collect(),
                 }))
             }
         }
@@ -228,6 +229,11 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
         7 => Made::Op(ClientOp::Blocked),
         8 => Made::Op(ClientOp::Unblocked),
         9 => Made::Op(ClientOp::Hello(hello(rng.one_in(2), NodeId(1), JobId(0)))),
+        10 => Made::Op(ClientOp::AddRef(ObjectId(id(rng, base)))),
+        11 => Made::Op(ClientOp::Nested {
+            container: ObjectId(id(rng, base)),
+            refs: (0..rng.below(4)).map(|_| ObjectId(id(rng, base))).collect(),
+        }),
         _ => {
             let task = id(rng, base);
             let outcome = match rng.below(6) {

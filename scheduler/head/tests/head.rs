@@ -47,6 +47,7 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         job: JobId(0),
         parent: None,
         retry_on: Vec::new(),
+        contained: Box::default(),
     }
 }
 

@@ -118,6 +118,10 @@ pub(crate) struct Client {
     in_flight: AtomicU64,
     /// Objects whose located value could not be fetched, with the times asked again.
     refetches: Mutex<HashMap<ObjectId, u32>>,
+    /// Ref groups of this client's own ids that were made by decoding a ref, per id (see
+    /// [`Client::knows`]), and how many ids are listed.
+    adopted: Mutex<HashMap<ObjectId, u32>>,
+    adopted_ids: AtomicU64,
     owned: Mutex<Option<Box<dyn Owned>>>,
     /// The tokio runtime this client created, if it created one (dropped last, off-thread).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
@@ -293,6 +297,8 @@ impl Client {
             cancelled: Mutex::new(Default::default()),
             in_flight: AtomicU64::new(0),
             refetches: Mutex::new(HashMap::new()),
+            adopted: Mutex::new(HashMap::new()),
+            adopted_ids: AtomicU64::new(0),
             owned: Mutex::new(None),
             own_runtime: Mutex::new(None),
         });
@@ -386,13 +392,26 @@ impl Client {
     /// Whether waiting for `id` can end. The head pushes this client the results of its own
     /// tasks, so an id of its range is known exactly when it was issued; for any other id,
     /// ask the head, which sends the value or an `ObjectLost` failure (`Subscribe`).
+    ///
+    /// The head pushes an own result once, to the group `submit` made. A group made later by
+    /// decoding a ref to it (an adopted id) may outlive the first one, whose release took the
+    /// value out of the local store: for those, ask the head too.
     pub(crate) fn knows(&self, id: ObjectId) -> bool {
-        if id.0 & !COUNTER_MASK == self.id_base.load(Ordering::Acquire) {
+        if self.is_own(id) {
             let n = id.0 & COUNTER_MASK;
-            return n != 0 && n < self.next.load(Ordering::Relaxed);
+            let adopted = self.adopted_ids.load(Ordering::Acquire) > 0
+                && self.adopted.lock().contains_key(&id);
+            if !adopted {
+                return n != 0 && n < self.next.load(Ordering::Relaxed);
+            }
         }
         self.send(ClientOp::Subscribe(id));
         true
+    }
+
+    /// Whether `id` is of the current session's range.
+    fn is_own(&self, id: ObjectId) -> bool {
+        id.0 & !COUNTER_MASK == self.id_base.load(Ordering::Acquire)
     }
 
     fn next_id(&self) -> u64 {
@@ -535,7 +554,8 @@ impl Client {
         matches!(arg, TaskArg::Object(o) if self.is_stale(*o))
     }
 
-    pub fn put(&self, bytes: Vec<u8>) -> Result<ObjectId> {
+    /// Stores `bytes`, a value that holds refs to `nested`.
+    pub fn put(&self, bytes: Vec<u8>, nested: Vec<ObjectId>) -> Result<ObjectId> {
         self.ensure_session()?;
         if self.local.is_none() && bytes.len() > MAX_PUT_BYTES {
             return Err(Error::ObjectTooLarge {
@@ -551,30 +571,69 @@ impl Client {
             }
             _ => None,
         };
-        match stored {
-            Some(location) => {
-                let v = ObjectValue {
-                    object: id,
-                    value: Value::Location(location),
-                };
-                self.send(ClientOp::PutStored(v));
-            }
-            None => {
-                let v = ObjectValue {
-                    object: id,
-                    value: Value::Inline(blob.to_vec()),
-                };
-                self.send(ClientOp::Put(v));
-            }
+        let put = match stored {
+            Some(location) => ClientOp::PutStored(ObjectValue {
+                object: id,
+                value: Value::Location(location),
+            }),
+            None => ClientOp::Put(ObjectValue {
+                object: id,
+                value: Value::Inline(blob.to_vec()),
+            }),
+        };
+        if nested.is_empty() {
+            self.send(put);
+        } else {
+            let refs = nested;
+            self.send_many(vec![
+                put,
+                ClientOp::Nested {
+                    container: id,
+                    refs,
+                },
+            ]);
         }
         self.store.put(id, blob);
         Ok(id)
     }
 
-    pub fn release(&self, id: ObjectId) {
+    /// A ref group for `id` was dropped; `adopted`: one made by decoding a ref.
+    pub fn release(&self, id: ObjectId, adopted: bool) {
+        if adopted && self.adopted_ids.load(Ordering::Acquire) > 0 {
+            let mut adopted = self.adopted.lock();
+            if let Some(n) = adopted.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    adopted.remove(&id);
+                    self.adopted_ids.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+        }
+        if !adopted && self.is_own(id) && !self.store.is_settled(id) {
+            // A result released before it came: the head sends it no more.
+            let _ = self
+                .in_flight
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
         self.store.remove(id);
         if !self.shut_down.load(Ordering::Relaxed) {
             self.send(ClientOp::Release(id));
+        }
+    }
+
+    /// This process made a ref group for `id` by decoding a ref: the head counts it as one more
+    /// holder.
+    pub fn add_ref(&self, id: ObjectId) {
+        if self.is_own(id) {
+            let mut adopted = self.adopted.lock();
+            let n = adopted.entry(id).or_default();
+            if *n == 0 {
+                self.adopted_ids.fetch_add(1, Ordering::AcqRel);
+            }
+            *n += 1;
+        }
+        if !self.shut_down.load(Ordering::Relaxed) {
+            self.send(ClientOp::AddRef(id));
         }
     }
 
