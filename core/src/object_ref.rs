@@ -46,7 +46,10 @@ pub struct RefHandle {
 
 /// The ref groups of this process whose ids travelled, by runtime and id: decoding a ref finds
 /// the group here instead of making a second one.
-static GROUPS: Mutex<Option<HashMap<(usize, ObjectId), Weak<RefHandle>>>> = Mutex::new(None);
+static GROUPS: Mutex<Option<Groups>> = Mutex::new(None);
+
+/// Ref groups by the runtime they belong to ([`Runtime::owner`]) and object.
+type Groups = HashMap<(usize, ObjectId), Weak<RefHandle>>;
 
 impl RefHandle {
     pub(crate) fn new(id: ObjectId, rt: Runtime) -> Arc<RefHandle> {
@@ -281,6 +284,30 @@ mod tests {
         let e = crate::__private::block_on(r.clone()).unwrap_err();
         assert_eq!(e, Error::ObjectLost(r.id()));
         assert!(t.elapsed() < Duration::from_secs(5), "fails fast");
+    }
+
+    #[test]
+    fn a_decoded_ref_is_this_process_s_group_for_the_id() {
+        let rt = Runtime::in_process(1).unwrap();
+        let _g = rt.enter();
+        let x = crate::put(5u64).unwrap();
+        let encoded = codec::encode_nested(&vec![x.clone(), x.clone()]).unwrap();
+        assert_eq!(encoded.ref_ids(), [x.id(), x.id()], "both refs are noted");
+        let back: Vec<ObjectRef<u64>> = codec::decode(&encoded.bytes).unwrap();
+        assert!(
+            back.iter().all(|r| Arc::ptr_eq(&r.handle, &x.handle)),
+            "the live group is reused, not doubled"
+        );
+        // Once every group is gone, decoding the id again finds the object freed.
+        let id = x.id();
+        drop((x, back, encoded));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rt.stats().objects > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let stale: ObjectRef<u64> = codec::decode(&codec::encode(&id.0).unwrap()).unwrap();
+        assert_lost(&stale);
+        rt.shutdown();
     }
 
     #[test]

@@ -390,17 +390,17 @@ impl Pool {
             }
             self.acquire();
             let started = Instant::now();
-            let mut args = Vec::new();
-            let mut nested = Vec::new();
-            let (function, done) = self.run_task(owner, worker, run, &mut args, &mut nested);
+            let mut args = TaskHolds::default();
+            let (function, done) = self.run_task(owner, worker, run, &mut args);
             self.release();
             if let Some(function) = function {
                 self.ran(function, started.elapsed());
             }
+            let nested = std::mem::take(&mut args.nested);
             UNREPORTED.with(|u| u.borrow_mut().push(done, nested));
             // Mapped arguments are unmapped only once the result is on its way: tearing down
             // the page tables of every page a task touched takes a while, and nobody waits on it.
-            if !args.is_empty() && self.runs.is_empty() {
+            if !args.blobs.is_empty() && self.runs.is_empty() {
                 self.report();
             }
             drop(args);
@@ -458,6 +458,14 @@ impl Pool {
 const SHORT_TASK: Duration = Duration::from_micros(50);
 const REPORT_MAX: usize = 64;
 const REPORT_AGE: Duration = Duration::from_micros(200);
+
+/// What a task run leaves to keep for a while: its mapped arguments (unmapped once its result
+/// is on its way) and the ref groups nested in its result (dropped once the head was told).
+#[derive(Default)]
+struct TaskHolds {
+    blobs: Vec<Blob>,
+    nested: Vec<Arc<RefHandle>>,
+}
 
 #[derive(Default)]
 struct Unreported {
@@ -562,15 +570,14 @@ impl Pool {
         owner: usize,
         worker: starling_proto::WorkerId,
         run: RunTask,
-        args: &mut Vec<Blob>,
-        nested: &mut Vec<Arc<RefHandle>>,
+        holds: &mut TaskHolds,
     ) -> (Option<std::sync::Arc<str>>, TaskDone) {
         let client = &self.client;
         let spec = run.spec;
         let task = spec.id.0;
         self.started(task);
         let gpu_ids = self.use_gpus(run.gpu_ids);
-        let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, args, nested);
+        let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, holds);
         let value = match &done.outcome {
             Outcome::Inline(bytes) => Some(Blob::new(bytes.clone())),
             Outcome::Stored(_) => client.local_store().and_then(|l| {
@@ -590,8 +597,7 @@ impl Pool {
         spec: &TaskSpec,
         gpu_ids: Vec<std::sync::Arc<str>>,
         resolved: &[ResolvedArg],
-        keep: &mut Vec<Blob>,
-        nested: &mut Vec<Arc<RefHandle>>,
+        holds: &mut TaskHolds,
     ) -> TaskDone {
         let client = &self.client;
         let task = spec.id;
@@ -647,7 +653,7 @@ impl Pool {
                                     self.fetched.lock().unwrap_or_else(|e| e.into_inner());
                                 if b.is_mapped() {
                                     let path = std::path::Path::new(&l.path);
-                                    cache.put_mapped(object, path, b.clone(), keep);
+                                    cache.put_mapped(object, path, b.clone(), &mut holds.blobs);
                                 } else {
                                     cache.put(object, b.clone());
                                 }
@@ -697,7 +703,7 @@ impl Pool {
         }
         let outcome = match invoked {
             Invoked::Value(bytes, refs) => {
-                *nested = refs;
+                holds.nested = refs;
                 match client.local_store() {
                     Some(local) if bytes.len() > INLINE_LIMIT => {
                         match local.write(
@@ -717,7 +723,7 @@ impl Pool {
             Invoked::BadArgument(e) => Outcome::BadArgument(e),
             Invoked::NotFound => Outcome::FunctionNotFound(build_id().to_string()),
         };
-        keep.extend(blobs.into_iter().flatten());
+        holds.blobs.extend(blobs.into_iter().flatten());
         TaskDone {
             task,
             outcome,
