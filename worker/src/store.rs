@@ -273,16 +273,21 @@ impl ObjectStore {
         )
     }
 
-    /// Drops `id`'s value or failure. Waiters of a pending entry are woken (they will find the
-    /// object gone).
-    pub fn remove(&self, id: ObjectId) {
+    /// Drops `id`'s value or failure; returns whether it had settled. Waiters of a pending entry
+    /// are woken (they will find the object gone).
+    pub fn remove(&self, id: ObjectId) -> bool {
         let slot = self.shard(id).lock().remove(&id);
         match slot {
             Some(Slot::Ready(b)) => {
                 self.bytes.fetch_sub(b.len() as u64, Ordering::Relaxed);
+                true
             }
-            Some(Slot::Pending(w)) => w.into_iter().for_each(Waker::wake),
-            _ => {}
+            Some(Slot::Pending(w)) => {
+                w.into_iter().for_each(Waker::wake);
+                false
+            }
+            Some(Slot::Failed(_)) => true,
+            None => false,
         }
     }
 

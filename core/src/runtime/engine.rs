@@ -264,7 +264,9 @@ impl Engine {
                         slot.unparker.unpark();
                     }
                     Effect::Failed(o, f) => self.store.fail(o, f),
-                    Effect::Free(o) => self.store.remove(o),
+                    Effect::Free(o) => {
+                        self.store.remove(o);
+                    }
                     Effect::SpawnWorker => spawn += 1,
                     Effect::Infeasible(t, reason) => {
                         crate::cluster::client::warn_infeasible(t, &reason)

@@ -609,13 +609,13 @@ impl Client {
                 }
             }
         }
-        if !adopted && self.is_own(id) && !self.store.is_settled(id) {
+        let settled = self.store.remove(id);
+        if !settled && !adopted && self.is_own(id) {
             // A result released before it came: the head sends it no more.
             let _ = self
                 .in_flight
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         }
-        self.store.remove(id);
         if !self.shut_down.load(Ordering::Relaxed) {
             self.send(ClientOp::Release(id));
         }
