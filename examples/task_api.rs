@@ -16,6 +16,7 @@
 //! refs_as_values=ok
 //! nested_lifetime=ok
 //! refs_through_processes=ok
+//! multiple_returns=ok
 //! ```
 
 use std::path::PathBuf;
@@ -681,6 +682,75 @@ fn refs_through_processes() -> anyhow::Result<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Multiple returns
+// ---------------------------------------------------------------------------------------------
+
+#[starling::remote(num_returns = 3)]
+fn three_ways(n: u64) -> (u64, String, Vec<u64>) {
+    (n * 2, format!("n={n}"), (0..n).collect())
+}
+
+#[starling::remote]
+fn len_of(v: Vec<u64>) -> u64 {
+    v.len() as u64
+}
+
+#[starling::remote(num_returns = 2)]
+fn fail_two(fail: bool) -> Result<(u64, u64), String> {
+    if fail {
+        Err("asked to fail".into())
+    } else {
+        Ok((1, 2))
+    }
+}
+
+/// Two returns, once `dir/go` exists or `dir` is gone.
+#[starling::remote(num_returns = 2)]
+fn hold_two(dir: PathBuf) -> (u64, u64) {
+    (marked_hold(dir.clone()), marked_hold(dir))
+}
+
+fn multiple_returns() -> anyhow::Result<()> {
+    let (a, b, c) = three_ways::remote(4);
+    ensure!(starling::get_timeout(&a, LONG)? == 8);
+    ensure!(starling::get_timeout(&b, LONG)? == "n=4");
+    ensure!(starling::get_timeout(&c, LONG)? == vec![0, 1, 2, 3]);
+    // Each return is an object of its own: a dependency, freed on its own.
+    let base = objects()?;
+    let (x, y, z) = three_ways::remote(5);
+    ensure!(starling::get_timeout(&add::remote(&x, 1), LONG)? == 11);
+    ensure!(starling::get_timeout(&len_of::remote(&z), LONG)? == 5);
+    objects_become(base + 3, "three returns")?;
+    drop(y);
+    objects_become(base + 2, "one return dropped")?;
+    drop((x, z));
+    objects_become(base, "every return dropped")?;
+    // A failure reaches every return.
+    let (p, q) = fail_two::remote(true);
+    for r in [&p, &q] {
+        match starling::get_timeout(r, LONG) {
+            Err(starling::Error::TaskFailed { cause, .. }) if cause.message == "asked to fail" => {}
+            other => bail!("a return of a failed task: {other:?}"),
+        }
+    }
+    let (p, q) = fail_two::remote(false);
+    ensure!(starling::get_all_timeout(&[p, q], LONG)? == vec![1, 2]);
+    // A later return names its task: cancelling it cancels the task, so both returns.
+    let dir = scratch("multiple-returns")?;
+    let (first, second) = hold_two::remote(dir.clone());
+    starling::cancel(&second, false)?;
+    for r in [&first, &second] {
+        match starling::get_timeout(r, LONG) {
+            Err(starling::Error::Cancelled { .. }) => {}
+            other => bail!("a return of a cancelled task: {other:?}"),
+        }
+    }
+    // The task runs on (a cancel without force only tells it): removing `dir` ends it.
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let in_process = std::env::args().any(|a| a == "--in-process");
     let _rt = if in_process {
@@ -690,12 +760,13 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 13] = [
+    let checks: [(&str, Check); 14] = [
         // First: they count the objects in the directory, which later checks leave behind
         // (held by tasks still running) for a while.
         ("refs_as_values", refs_as_values),
         ("nested_lifetime", nested_lifetime),
         ("refs_through_processes", refs_through_processes),
+        ("multiple_returns", multiple_returns),
         ("wait_exact", wait_exact),
         ("wait_timeout", wait_timeout),
         ("wait_refusals", wait_refusals),

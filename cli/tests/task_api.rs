@@ -8,10 +8,11 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 13] = [
+const CHECKS: [&str; 14] = [
     "refs_as_values",
     "nested_lifetime",
     "refs_through_processes",
+    "multiple_returns",
     "wait_exact",
     "wait_timeout",
     "wait_refusals",

@@ -31,8 +31,9 @@ thread_local! {
     static NOTED: RefCell<Option<Vec<Arc<RefHandle>>>> = const { RefCell::new(None) };
     /// The runtime refs decoded on this thread belong to ([`decode_for`]).
     static DECODING: RefCell<Option<Runtime>> = const { RefCell::new(None) };
-    /// The refs nested in the return value the task on this thread just encoded.
-    static RETURNED: RefCell<Vec<Arc<RefHandle>>> = const { RefCell::new(Vec::new()) };
+    /// The refs nested in the return values the task on this thread just encoded, one list
+    /// per returned object.
+    static RETURNED: RefCell<Vec<Vec<Arc<RefHandle>>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// An encoded value and the ref groups nested in it. The groups keep their objects alive until
@@ -98,14 +99,55 @@ pub(crate) fn decode_for<T: DeserializeOwned>(rt: &Runtime, blob: &Blob) -> Resu
     v
 }
 
-/// Keeps the refs nested in a task's return value for [`take_returned`].
-pub(crate) fn set_returned(refs: Vec<Arc<RefHandle>>) {
+/// Keeps the refs nested in a task's return values (one list per returned object) for
+/// [`take_returned`].
+pub(crate) fn set_returned(refs: Vec<Vec<Arc<RefHandle>>>) {
     RETURNED.with(|r| *r.borrow_mut() = refs);
 }
 
-/// The refs nested in the return value last encoded on this thread (see `encode_return`).
-pub(crate) fn take_returned() -> Vec<Arc<RefHandle>> {
+/// The refs nested in the return values last encoded on this thread (see `encode_return`),
+/// one list per returned object.
+pub(crate) fn take_returned() -> Vec<Vec<Arc<RefHandle>>> {
     RETURNED.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
+
+/// The values of a task with several returns, as one buffer: each value's length (8 bytes,
+/// little-endian), then its bytes.
+pub(crate) fn frame_returns(parts: &[Vec<u8>]) -> Vec<u8> {
+    let len = parts.iter().map(|p| 8 + p.len()).sum();
+    let mut out = Vec::with_capacity(len);
+    for p in parts {
+        out.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// Splits what [`frame_returns`] made into its `n` values, or says why it cannot.
+pub(crate) fn split_returns(bytes: &[u8], n: usize) -> Result<Vec<Vec<u8>>, String> {
+    let mut parts = Vec::with_capacity(n.min(bytes.len() / 8 + 1));
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let (len, tail) = rest
+            .split_first_chunk::<8>()
+            .ok_or_else(|| format!("{} bytes where a length was due", rest.len()))?;
+        let len = usize::try_from(u64::from_le_bytes(*len)).unwrap_or(usize::MAX);
+        if len > tail.len() {
+            return Err(format!(
+                "a value claims {len} bytes, {} are left",
+                tail.len()
+            ));
+        }
+        parts.push(tail[..len].to_vec());
+        rest = &tail[len..];
+    }
+    if parts.len() != n {
+        return Err(format!(
+            "the task returned {} value(s), its caller expects {n}",
+            parts.len()
+        ));
+    }
+    Ok(parts)
 }
 
 const CONFIG: bincode::config::Configuration = bincode::config::standard();

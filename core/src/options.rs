@@ -12,6 +12,8 @@ pub struct TaskOptions {
     /// With `retry_exceptions`, the error types retried (empty: every one).
     pub(crate) retry_on: Vec<std::sync::Arc<str>>,
     pub(crate) strategy: SchedulingStrategy,
+    /// How many objects the call returns (0 or 1: one); set by `#[remote(num_returns = N)]`.
+    pub(crate) returns: u32,
 }
 
 impl Default for TaskOptions {
@@ -23,6 +25,7 @@ impl Default for TaskOptions {
             retry_exceptions: false,
             retry_on: Vec::new(),
             strategy: SchedulingStrategy::Default,
+            returns: 0,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use crate::codec::Encoded;
 pub use crate::job_fn::{submit as submit_job, JobInput, JOB_FUNCTIONS};
 pub use crate::registry::{Registration, REMOTE_FUNCTIONS};
 pub use linkme;
@@ -78,11 +79,54 @@ pub fn decode_arg<T: RemoteValue>(args: &[&[u8]], index: usize) -> Result<T, Inv
 /// Encodes a return value; the refs nested in it wait on this thread for the executor, which
 /// reports them with the result.
 pub fn encode_return<T: RemoteValue>(v: &T) -> Result<Vec<u8>, InvokeError> {
-    let encoded = codec::encode_nested(v).map_err(|e| {
-        InvokeError::Application(RemoteError::new("starling::Codec", e.to_string()))
-    })?;
-    codec::set_returned(encoded.refs);
+    let encoded = encode_part(v)?;
+    codec::set_returned(vec![encoded.refs]);
     Ok(encoded.bytes)
+}
+
+/// Encodes one value of a function with several returns (`#[remote(num_returns = N)]`).
+pub fn encode_part<T: RemoteValue>(v: &T) -> Result<codec::Encoded, InvokeError> {
+    codec::encode_nested(v)
+        .map_err(|e| InvokeError::Application(RemoteError::new("starling::Codec", e.to_string())))
+}
+
+/// The encoded values of a function with several returns, as the task's one result buffer; the
+/// refs nested in each wait on this thread for the executor, as for [`encode_return`].
+pub fn encode_returns(parts: Vec<codec::Encoded>) -> Result<Vec<u8>, InvokeError> {
+    let (bytes, refs): (Vec<Vec<u8>>, Vec<_>) =
+        parts.into_iter().map(|p| (p.bytes, p.refs)).unzip();
+    codec::set_returned(refs);
+    Ok(codec::frame_returns(&bytes))
+}
+
+/// The objects a call of a function with several returns gives back, taken in order by the
+/// `#[remote]` stub.
+pub struct Returns {
+    rt: crate::runtime::Runtime,
+    next: u64,
+}
+
+impl Returns {
+    /// The next return, as an `ObjectRef<T>`.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next<T>(&mut self) -> ObjectRef<T> {
+        let id = starling_proto::ObjectId(self.next);
+        self.next += 1;
+        ObjectRef::from_raw(id, self.rt.clone())
+    }
+}
+
+/// Submits a call of `function`, which returns `n` objects, on the current runtime.
+pub fn submit_returns(
+    function: &'static str,
+    args: ArgsBuilder,
+    mut options: TaskOptions,
+    n: u32,
+) -> Returns {
+    options.returns = n;
+    let rt = crate::runtime::current_or_init();
+    let first = rt.submit(function, args, options);
+    Returns { rt, next: first.0 }
 }
 
 /// Turns the `Err` of a `Result`-returning function into an application error.

@@ -22,6 +22,7 @@ pub(crate) const KNOWN_OPTIONS: &[&str] = &[
     "max_retries",
     "retry_exceptions",
     "scheduling_strategy",
+    "num_returns",
 ];
 
 /// A checked option value: a literal the macro understood, or an expression left to the compiler.
@@ -92,6 +93,8 @@ pub(crate) struct RemoteOptions {
     /// `retry_exceptions = [Type, .., panic]`: the error types retried.
     pub(crate) retry_on: Vec<RetryOn>,
     pub(crate) scheduling_strategy: Option<Expr>,
+    /// `num_returns = N`: the function returns an N-tuple, each element its own object.
+    pub(crate) num_returns: Option<(u32, Span)>,
 }
 
 /// One entry of `retry_exceptions = [..]`.
@@ -192,6 +195,7 @@ impl Parse for RemoteOptions {
                         .scheduling_strategy
                         .replace(strategy(value)?)
                         .is_some(),
+                    "num_returns" => options.num_returns.replace(returns(value)?).is_some(),
                     _ => unreachable!("every known option has a parser"),
                 };
                 if seen {
@@ -292,6 +296,26 @@ fn count(what: &str, value: Expr) -> syn::Result<Value<u32>> {
             format!("`{what}` cannot be negative: write `0` to never retry, or a larger count"),
         )),
         None => Ok(Value::Expr(Box::new(value))),
+    }
+}
+
+/// `num_returns`: a literal whole number from 1 to the protocol's limit (the stub's return type
+/// depends on it, so it cannot be an expression).
+fn returns(value: Expr) -> syn::Result<(u32, Span)> {
+    const MAX: u32 = 4096;
+    let n = match literal(&value) {
+        Some(Lit::Int(i)) => i.base10_parse::<u32>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if (1..=MAX).contains(&n) => Ok((n, value.span())),
+        _ => Err(syn::Error::new_spanned(
+            &value,
+            format!(
+                "`num_returns` expects a whole number from 1 to {MAX} written out, like \
+                 `num_returns = 2`, with the function returning a tuple of that many values"
+            ),
+        )),
     }
 }
 

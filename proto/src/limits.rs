@@ -14,3 +14,7 @@ pub const MAX_BATCH_BYTES: usize = 8 << 20;
 
 /// Bytes per chunk of a streamed file (binaries, payloads, objects).
 pub const CHUNK: usize = 1 << 20;
+
+/// The most objects one task may return (`num_returns`): a task names them all when it is
+/// submitted, so the head refuses more.
+pub const MAX_RETURNS: u32 = 4096;

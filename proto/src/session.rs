@@ -95,6 +95,17 @@ pub enum Outcome {
     BadArgument(RemoteError),
     /// The worker's build has no function of this name.
     FunctionNotFound(String),
+    /// The values of a task with several returns, in order.
+    Returns(Vec<Returned>),
+}
+
+/// One value of a task with several returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Returned {
+    /// Inline.
+    Inline(Vec<u8>),
+    /// Stored in the node's store under the return's object id: this many bytes.
+    Stored(u64),
 }
 
 /// A worker process's report of a task it ran.
@@ -180,6 +191,7 @@ fn spec_size(t: &TaskSpec) -> usize {
     OVERHEAD
         + t.function.len()
         + args
+        + 10 * t.contained.len()
         + t.resources
             .iter_units()
             .map(|(n, _)| n.len() + 16)
@@ -249,7 +261,18 @@ impl ClientOp {
                     OVERHEAD + e.type_name.len() + e.message.len() + e.backtrace.len()
                 }
                 Outcome::FunctionNotFound(n) => OVERHEAD + n.len(),
+                Outcome::Returns(values) => {
+                    OVERHEAD
+                        + values
+                            .iter()
+                            .map(|v| match v {
+                                Returned::Inline(b) => 16 + b.len(),
+                                Returned::Stored(_) => 16,
+                            })
+                            .sum::<usize>()
+                }
             },
+            ClientOp::Nested { refs, .. } => OVERHEAD + 10 * refs.len(),
             _ => OVERHEAD,
         }
     }

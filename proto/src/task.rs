@@ -77,13 +77,28 @@ pub struct TaskSpec {
     /// argument, a struct holding refs): they stay alive while the task (or its lineage) does,
     /// but the task does not wait for them, as in Ray.
     pub contained: Box<[ObjectId]>,
+    /// How many objects the task returns (0 or 1: one, the task's own id; `n`: the ids
+    /// `id .. id + n`, each its own object), as Ray's `num_returns`.
+    pub returns: u32,
 }
 
 impl TaskSpec {
-    /// The object this task returns.
+    /// The (first) object this task returns.
     #[inline]
     pub fn return_object(&self) -> ObjectId {
         ObjectId::from(self.id)
+    }
+
+    /// How many objects the task returns (at least one).
+    #[inline]
+    pub fn return_count(&self) -> u32 {
+        self.returns.max(1)
+    }
+
+    /// Every object this task returns, in order: the task's own id, then the ids after it.
+    pub fn return_objects(&self) -> impl Iterator<Item = ObjectId> {
+        let first = self.id.0;
+        (0..u64::from(self.return_count())).map(move |k| ObjectId(first.wrapping_add(k)))
     }
 
     /// Whether a run that failed with `error` may run again (if it has retries left): only

@@ -95,6 +95,7 @@ impl From<TaskSpec> for pb::TaskSpec {
             parent: t.parent.map_or(0, |p| p.0),
             retry_on: t.retry_on.iter().map(|s| s.to_string()).collect(),
             contained: t.contained.iter().map(|o| o.0).collect(),
+            returns: t.returns,
         }
     }
 }
@@ -137,6 +138,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             parent: (t.parent != 0).then_some(TaskId(t.parent)),
             retry_on: t.retry_on.into_iter().map(Arc::from).collect(),
             contained: t.contained.into_iter().map(ObjectId).collect(),
+            returns: t.returns,
         })
     }
 }
@@ -289,6 +291,7 @@ mod tests {
             parent: Some(TaskId(3)),
             retry_on: vec![Arc::from("panic"), Arc::from("my::Error")],
             contained: Box::new([ObjectId(12), ObjectId(u64::MAX)]),
+            returns: 3,
         }
     }
 
@@ -304,6 +307,7 @@ mod tests {
         assert_eq!(back.job, JobId(4));
         assert_eq!(back.retry_on, t.retry_on);
         assert_eq!(back.contained, t.contained);
+        assert_eq!(back.returns, 3);
         assert_eq!(
             (back.max_retries, back.retry_exceptions, back.attempt),
             (3, true, 1)

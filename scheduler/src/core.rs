@@ -198,6 +198,9 @@ pub struct Core {
     /// Stored values that hold refs, with the objects they refer to (each counted once in that
     /// object's `nested_in`): see [`reactor::on_nested`](crate::reactor::on_nested).
     pub(crate) nested: IdMap<ObjectId, Box<[ObjectId]>>,
+    /// The task making each object of a task with several returns, but its first (whose id is
+    /// the task's): an entry lives as long as its object's.
+    pub(crate) producers: IdMap<ObjectId, TaskId>,
     pub(crate) stats: CoreStats,
 }
 
@@ -266,6 +269,15 @@ impl Core {
             .take(limit)
             .collect();
         (list, self.infeasible.len())
+    }
+
+    /// The task that makes `object`: the task of the same number, or for a later return of a
+    /// task with several, that task.
+    pub fn task_of(&self, object: ObjectId) -> TaskId {
+        self.producers
+            .get(&object)
+            .copied()
+            .unwrap_or_else(|| object.task())
     }
 
     /// The state of `object`, or `None` if it was freed (or never existed).

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use starling_proto::{
-    FailureKind, JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskFailure, TaskId,
-    TaskSpec, WorkerId,
+    FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy,
+    TaskFailure, TaskId, TaskSpec, WorkerId,
 };
 
 use crate::core::{Core, NodeState, NodeUse, TaskEntry, TaskState, WorkerState};
@@ -154,8 +154,13 @@ pub fn on_submit(core: &mut Core, t: &mut impl Transport, spec: TaskSpec) {
 pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec>) {
     core.stats.submitted += 1;
     let id = spec.id;
-    let ret = spec.return_object();
-    core.objects.insert(ret, ObjectEntry::pending(1));
+    let returns = spec.return_count();
+    for ret in spec.return_objects() {
+        core.objects.insert(ret, ObjectEntry::pending(1));
+        if ret != spec.return_object() {
+            core.producers.insert(ret, id);
+        }
+    }
 
     // Check every dependency before touching any, so a failure leaves no counts behind.
     let mut upstream = None;
@@ -174,29 +179,30 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
     }
     if let Some(kind) = upstream {
         core.stats.failed += 1;
-        settle_failure(
-            core,
-            t,
-            ret,
-            Arc::new(TaskFailure {
-                task: id,
-                attempt: spec.attempt,
-                kind,
-            }),
-        );
+        let failure = Arc::new(TaskFailure {
+            task: id,
+            attempt: spec.attempt,
+            kind,
+        });
+        for ret in spec.return_objects() {
+            settle_failure(core, t, ret, failure.clone());
+        }
         return;
     }
 
-    // The lineage holds its arguments' entries (counted in `lineage_refs`).
+    // The lineage holds its arguments' entries (counted in `lineage_refs`, once per return
+    // object holding it).
     if core.lineage {
-        core.objects.get_mut(&ret).expect("inserted above").lineage = Some(spec.clone());
+        for ret in spec.return_objects() {
+            core.objects.get_mut(&ret).expect("inserted above").lineage = Some(spec.clone());
+        }
     }
     let mut missing = 0;
     for dep in spec.dependencies() {
         let o = core.objects.get_mut(&dep).expect("checked above");
         o.task_refs += 1;
         if core.lineage {
-            o.lineage_refs += 1;
+            o.lineage_refs += returns;
         }
         if o.state == ObjectState::Pending {
             o.dependents.push(id);
@@ -209,7 +215,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
         if let Some(o) = core.objects.get_mut(nested) {
             o.task_refs += 1;
             if core.lineage {
-                o.lineage_refs += 1;
+                o.lineage_refs += returns;
             }
         }
     }
@@ -300,8 +306,13 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
         if !pending {
             continue;
         }
-        let Some(TaskState::Running { worker: w, .. }) =
-            core.tasks.get(&dep.task()).map(|e| &e.state)
+        // A worker keeps the value of its last tasks for what it runs behind them, one per task:
+        // not a task with several returns.
+        let Some(TaskState::Running { worker: w, .. }) = core
+            .tasks
+            .get(&dep.task())
+            .filter(|e| e.spec.return_count() == 1)
+            .map(|e| &e.state)
         else {
             return false;
         };
@@ -511,40 +522,8 @@ pub fn on_task_done(
     };
     let spec = entry.spec.clone();
     match outcome {
-        TaskOutcome::Stored { size } => {
-            core.tasks.remove(&task);
-            core.children.remove(&task);
-            core.stats.succeeded += 1;
-            let ret = spec.return_object();
-            let dependents = match core.objects.get_mut(&ret) {
-                Some(o) => {
-                    o.state = ObjectState::Ready {
-                        node: node_id,
-                        size,
-                    };
-                    std::mem::take(&mut o.dependents)
-                }
-                None => Vec::new(),
-            };
-            t.object_ready(ret, node_id);
-            for d in dependents {
-                if let Some(e) = core.tasks.get_mut(&d) {
-                    if let TaskState::WaitingForDependencies(n) = &mut e.state {
-                        *n -= 1;
-                        if *n == 0 {
-                            e.state = TaskState::Queued;
-                            core.classes[e.class as usize].queue.push_back(d);
-                        }
-                    }
-                }
-            }
-            release_arguments(core, t, &spec);
-            // The worker's pipeline has room again: hand it what waits on its last task.
-            if let Some(last) = last {
-                pipeline_dependents(core, t, last);
-            }
-            maybe_free(core, t, ret);
-        }
+        TaskOutcome::Stored { size } => finish(core, t, task, &spec, last, node_id, vec![size]),
+        TaskOutcome::Returns(sizes) => finish(core, t, task, &spec, last, node_id, sizes),
         TaskOutcome::Failed(err) if spec.retries_error(&err) && spec.attempt < spec.max_retries => {
             let _ = err;
             core.stats.retried += 1;
@@ -576,6 +555,77 @@ pub fn on_task_done(
         TaskOutcome::FunctionNotFound { build } => {
             let name = spec.function.to_string();
             fail_task(core, t, task, FailureKind::FunctionNotFound { name, build })
+        }
+    }
+}
+
+/// `task`, of `spec`, finished on `node` with values of these sizes (one per return); `last` is
+/// the task its worker holds last, if any.
+fn finish(
+    core: &mut Core,
+    t: &mut impl Transport,
+    task: TaskId,
+    spec: &TaskSpec,
+    last: Option<TaskId>,
+    node: NodeId,
+    sizes: Vec<u64>,
+) {
+    if sizes.len() != spec.return_count() as usize {
+        let e = RemoteError::new(
+            "starling::WrongReturnCount",
+            format!(
+                "the task returned {} value(s), its caller expects {}",
+                sizes.len(),
+                spec.return_count()
+            ),
+        );
+        fail_task(core, t, task, FailureKind::Application(e));
+        return;
+    }
+    core.tasks.remove(&task);
+    core.children.remove(&task);
+    core.stats.succeeded += 1;
+    for (ret, size) in spec.return_objects().zip(sizes) {
+        settle_value(core, t, ret, node, size);
+    }
+    release_arguments(core, t, spec);
+    // The worker's pipeline has room again: hand it what waits on its last task.
+    if let Some(last) = last {
+        pipeline_dependents(core, t, last);
+    }
+    for ret in spec.return_objects() {
+        maybe_free(core, t, ret);
+    }
+}
+
+/// `object`, made by a task that just finished, has its value on `node`: its dependents that
+/// wait for nothing else are queued. A return made again for lineage while another return of
+/// the same task is still stored keeps the stored one (only a pending or released object takes
+/// the new value).
+fn settle_value(
+    core: &mut Core,
+    t: &mut impl Transport,
+    object: ObjectId,
+    node: NodeId,
+    size: u64,
+) {
+    let dependents = match core.objects.get_mut(&object) {
+        Some(o) if matches!(o.state, ObjectState::Pending | ObjectState::Released) => {
+            o.state = ObjectState::Ready { node, size };
+            std::mem::take(&mut o.dependents)
+        }
+        _ => return,
+    };
+    t.object_ready(object, node);
+    for d in dependents {
+        if let Some(e) = core.tasks.get_mut(&d) {
+            if let TaskState::WaitingForDependencies(n) = &mut e.state {
+                *n -= 1;
+                if *n == 0 {
+                    e.state = TaskState::Queued;
+                    core.classes[e.class as usize].queue.push_back(d);
+                }
+            }
         }
     }
 }
@@ -1028,7 +1078,9 @@ fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, kind: Failur
         t.task_failed(entry.spec.job, &failure);
     }
     release_arguments(core, t, &entry.spec);
-    settle_failure(core, t, entry.spec.return_object(), failure);
+    for ret in entry.spec.return_objects() {
+        settle_failure(core, t, ret, failure.clone());
+    }
 }
 
 /// Marks `object` failed, tells the transport, and fails its dependents (iteratively, so a
@@ -1063,7 +1115,9 @@ fn settle_failure(
                     kind: FailureKind::Upstream(failure.clone()),
                 });
                 release_arguments(core, t, &entry.spec);
-                work.push((entry.spec.return_object(), f));
+                for ret in entry.spec.return_objects() {
+                    work.push((ret, f.clone()));
+                }
             }
         }
         maybe_free(core, t, object);
@@ -1113,6 +1167,7 @@ fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
             continue;
         }
         let o = core.objects.remove(&object).expect("present");
+        core.producers.remove(&object);
         if o.state != ObjectState::Released {
             core.stats.objects_freed += 1;
             t.free_object(object, o.location());
@@ -1236,8 +1291,13 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
             continue;
         };
         o.state = ObjectState::Pending;
-        core.stats.reconstructed += 1;
         let task = spec.id;
+        // Another return of the same task is being made again already: that run makes this
+        // one too.
+        if core.tasks.contains_key(&task) {
+            continue;
+        }
+        core.stats.reconstructed += 1;
         // An argument that failed or vanished fails the run at once, as at submit.
         let mut upstream = None;
         for dep in spec.dependencies() {

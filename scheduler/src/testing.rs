@@ -148,5 +148,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         parent: None,
         retry_on: Vec::new(),
         contained: Box::default(),
+        returns: 0,
     }
 }

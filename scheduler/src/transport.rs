@@ -54,6 +54,9 @@ pub enum TaskOutcome {
         /// Encoded size in bytes.
         size: u64,
     },
+    /// The values of a task with several returns are stored on the worker's node; their
+    /// encoded lengths, in order.
+    Returns(Vec<u64>),
     /// The function panicked or returned `Err`.
     Failed(RemoteError),
     /// An argument did not decode as the function's parameter type.

@@ -1114,6 +1114,99 @@ fn a_released_or_lost_value_lets_go_of_its_nested_refs() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Several returns
+// ---------------------------------------------------------------------------------------------
+
+fn returning(id: u64, n: u32, args: Vec<TaskArg>) -> TaskSpec {
+    let mut spec = task(id, args);
+    spec.returns = n;
+    spec
+}
+
+#[test]
+fn each_return_is_an_object_of_its_own() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
+    c.submit(returning(10, 3, vec![]));
+    assert_eq!(c.core.object_count(), 3);
+    assert_eq!(c.core.task_of(ObjectId(12)), TaskId(10));
+    assert_eq!(c.core.task_of(ObjectId(10)), TaskId(10));
+    // A task waits for a later return like for any object.
+    c.submit(task(20, vec![arg(11)]));
+    assert_eq!(tasks_of(&c.dispatch()), [10]);
+    let sent = c.finish(10, TaskOutcome::Returns(vec![1, 2, 3]));
+    for o in 10..=12 {
+        assert!(
+            sent.contains(&Sent::ObjectReady(ObjectId(o), N1)),
+            "{sent:?}"
+        );
+    }
+    assert_eq!(c.object(11), Some(ObjectState::Ready { node: N1, size: 2 }));
+    assert_eq!(tasks_of(&c.dispatch()), [20]);
+    // Freed one by one.
+    assert_eq!(c.release(12), [Sent::Free(ObjectId(12), Some(N1))]);
+    assert_eq!(c.core.object_count(), 3, "10, 11 and 20's result");
+    c.release(10);
+    c.succeed(20);
+    assert!(c.release(11).contains(&Sent::Free(ObjectId(11), Some(N1))));
+}
+
+#[test]
+fn a_failure_or_a_cancel_reaches_every_return() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(returning(10, 2, vec![]));
+    c.dispatch();
+    let sent = c.finish(10, TaskOutcome::Failed(boom()));
+    let f = failure(10, 0, FailureKind::Application(boom()));
+    assert!(sent.contains(&Sent::ObjectFailed(ObjectId(10), f.clone())));
+    assert!(sent.contains(&Sent::ObjectFailed(ObjectId(11), f)));
+
+    // Cancelled through its later return's id: both settle as cancelled.
+    c.submit(returning(20, 2, vec![]));
+    let task = c.core.task_of(ObjectId(21));
+    let (found, sent) = c.cancel_tree(task.0, false);
+    assert!(found);
+    let cancelled = failure(20, 0, FailureKind::Cancelled);
+    assert!(sent.contains(&Sent::ObjectFailed(ObjectId(20), cancelled.clone())));
+    assert!(sent.contains(&Sent::ObjectFailed(ObjectId(21), cancelled)));
+}
+
+#[test]
+fn a_wrong_number_of_values_fails_the_task() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(returning(10, 3, vec![]));
+    c.dispatch();
+    c.finish(10, TaskOutcome::Returns(vec![1, 2]));
+    match c.object(12) {
+        Some(ObjectState::Failed(f)) => match &f.kind {
+            FailureKind::Application(e) => assert_eq!(e.type_name, "starling::WrongReturnCount"),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    c.assert_all_free();
+}
+
+#[test]
+fn a_lost_return_is_made_again_by_one_run_of_its_task() {
+    let mut c = Cluster::new()
+        .with_lineage()
+        .with_node(1, ResourceSet::cpus(1.0), [1]);
+    c.submit(returning(10, 2, vec![]));
+    c.dispatch();
+    c.finish(10, TaskOutcome::Returns(vec![5, 6]));
+    // Both lost: one run makes both again.
+    assert!(c.lose(&[10, 11]).is_empty());
+    assert_eq!(c.core.stats().reconstructed, 1);
+    assert_eq!(tasks_of(&c.dispatch()), [10]);
+    let sent = c.finish(10, TaskOutcome::Returns(vec![5, 6]));
+    assert!(sent.contains(&Sent::ObjectReady(ObjectId(10), N1)));
+    assert!(sent.contains(&Sent::ObjectReady(ObjectId(11), N1)));
+    c.release(10);
+    c.release(11);
+    assert_eq!(c.core.object_count(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Cancellation
 // ---------------------------------------------------------------------------------------------
 

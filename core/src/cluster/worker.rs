@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use starling_proto::session::{ClientOp, Hello, Outcome, ResolvedArg, RunTask, TaskDone};
+use starling_proto::session::{ClientOp, Hello, Outcome, ResolvedArg, Returned, RunTask, TaskDone};
 use starling_proto::{ObjectId, TaskSpec};
 use starling_worker::store::Blob;
 
@@ -464,7 +464,8 @@ const REPORT_AGE: Duration = Duration::from_micros(200);
 #[derive(Default)]
 struct TaskHolds {
     blobs: Vec<Blob>,
-    nested: Vec<Arc<RefHandle>>,
+    /// One list per returned object.
+    nested: Vec<Vec<Arc<RefHandle>>>,
 }
 
 #[derive(Default)]
@@ -477,15 +478,29 @@ struct Unreported {
 }
 
 impl Unreported {
-    fn push(&mut self, done: TaskDone, nested: Vec<Arc<RefHandle>>) {
+    /// Queues a task's report, then the refs each of its returned values holds (one list per
+    /// returned object, in order).
+    fn push(&mut self, done: TaskDone, nested: Vec<Vec<Arc<RefHandle>>>) {
         self.oldest.get_or_insert_with(Instant::now);
-        let container = ObjectId::from(done.task);
-        let stored = matches!(done.outcome, Outcome::Inline(_) | Outcome::Stored(_));
+        let first = done.task.0;
+        let stored = matches!(
+            done.outcome,
+            Outcome::Inline(_) | Outcome::Stored(_) | Outcome::Returns(_)
+        );
         self.ops.push(ClientOp::Done(done));
-        if stored && !nested.is_empty() {
-            let refs = nested.iter().map(|h| h.id).collect();
-            self.ops.push(ClientOp::Nested { container, refs });
-            self.nested.extend(nested);
+        if !stored {
+            return;
+        }
+        for (k, refs) in nested.into_iter().enumerate() {
+            if !refs.is_empty() {
+                let container = ObjectId(first + k as u64);
+                let ids = refs.iter().map(|h| h.id).collect();
+                self.ops.push(ClientOp::Nested {
+                    container,
+                    refs: ids,
+                });
+                self.nested.extend(refs);
+            }
         }
     }
 
@@ -588,6 +603,34 @@ impl Pool {
         };
         self.finished(task, value);
         (Some(spec.function), done)
+    }
+
+    /// The values of a task with several returns, each inline or, if large, in the node's
+    /// store under its own object id.
+    fn store_returns(&self, spec: &TaskSpec, bytes: Vec<u8>) -> Outcome {
+        let client = &self.client;
+        let parts = match crate::codec::split_returns(&bytes, spec.return_count() as usize) {
+            Ok(parts) => parts,
+            Err(why) => {
+                let e = starling_proto::RemoteError::new("starling::WrongReturnCount", why);
+                return Outcome::Failed(e);
+            }
+        };
+        drop(bytes);
+        let values = spec
+            .return_objects()
+            .zip(parts)
+            .map(|(object, part)| match client.local_store() {
+                Some(local) if part.len() > INLINE_LIMIT => {
+                    match local.write(object, client.head_epoch(), client.job(), &part) {
+                        Ok(_) => Returned::Stored(part.len() as u64),
+                        Err(_) => Returned::Inline(part),
+                    }
+                }
+                _ => Returned::Inline(part),
+            })
+            .collect();
+        Outcome::Returns(values)
     }
 
     fn run_spec(
@@ -702,6 +745,10 @@ impl Pool {
             mark(None);
         }
         let outcome = match invoked {
+            Invoked::Value(bytes, refs) if spec.return_count() > 1 => {
+                holds.nested = refs;
+                self.store_returns(spec, bytes)
+            }
             Invoked::Value(bytes, refs) => {
                 holds.nested = refs;
                 match client.local_store() {

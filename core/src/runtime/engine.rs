@@ -303,7 +303,9 @@ impl Engine {
     }
 
     pub fn submit(&self, function: &'static str, args: ArgsBuilder, o: TaskOptions) -> ObjectId {
-        let id = TaskId(self.next_id());
+        // A task with several returns takes consecutive ids, one per return.
+        let returns = u64::from(o.returns.max(1));
+        let id = TaskId(self.next_object.fetch_add(returns, Ordering::Relaxed));
         let object = ObjectId::from(id);
         let owner = self as *const Engine as usize;
         match super::prepare_call(self.registry, owner, id, function, args, o, JobId(0)) {
@@ -312,7 +314,12 @@ impl Engine {
                 // The argument refs may drop now: the scheduler counts the task's use of them.
                 drop(keep);
             }
-            Err(failure) => self.post(Event::FailedPut(object, Arc::new(failure))),
+            Err(failure) => {
+                let failure = Arc::new(failure);
+                for k in 0..returns {
+                    self.post(Event::FailedPut(ObjectId(id.0 + k), failure.clone()));
+                }
+            }
         }
         object
     }
@@ -396,7 +403,8 @@ impl Engine {
         let out = {
             let mut guard = self.sched.lock();
             let Sched { core, effects } = &mut *guard;
-            reactor::on_cancel_tree(core, effects, id.task(), force);
+            let task = core.task_of(id);
+            reactor::on_cancel_tree(core, effects, task, force);
             std::mem::take(&mut effects.0)
         };
         self.apply(out);
@@ -407,7 +415,8 @@ impl Engine {
 
     pub fn pending_reason(&self, id: ObjectId) -> Option<String> {
         self.pump();
-        self.sched.lock().core.pending_reason(id.task())
+        let g = self.sched.lock();
+        g.core.pending_reason(g.core.task_of(id))
     }
 
     pub fn nodes(&self) -> Vec<NodeInfo> {

@@ -170,13 +170,14 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
         if let Some((task, gpu_ids)) = slot.tasks.pop() {
             let (outcome, nested) = run(&engine, &slot, &task, gpu_ids);
             engine.post(Event::Finished(slot.id, outcome));
-            if !nested.is_empty() {
-                let ids = nested.iter().map(|h| h.id).collect();
-                engine.post(Event::Nested(task.return_object(), ids));
-                // The result's refs are let go only after the scheduler knows the result holds
-                // them.
-                drop(nested);
+            for (object, refs) in task.return_objects().zip(&nested) {
+                if !refs.is_empty() {
+                    let ids = refs.iter().map(|h| h.id).collect();
+                    engine.post(Event::Nested(object, ids));
+                }
             }
+            // The results' refs are let go only after the scheduler knows the results hold them.
+            drop(nested);
             if slot.retired.load(Ordering::SeqCst) {
                 while slot.tasks.pop().is_some() {}
                 break;
@@ -207,7 +208,7 @@ fn run(
     slot: &Slot,
     task: &TaskSpec,
     gpu_ids: Vec<Arc<str>>,
-) -> (TaskOutcome, Vec<Arc<RefHandle>>) {
+) -> (TaskOutcome, Vec<Vec<Arc<RefHandle>>>) {
     // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
     let mut blobs: Vec<Blob> = Vec::new();
     for a in &task.args {
@@ -236,12 +237,28 @@ fn run(
         &args,
         &blobs,
     ) {
-        Invoked::Value(bytes, nested) => {
+        Invoked::Value(bytes, nested) if task.return_count() == 1 => {
             let size = bytes.len() as u64;
             if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
                 engine.store.put(ObjectId::from(task.id), Blob::new(bytes));
             }
             (TaskOutcome::Stored { size }, nested)
+        }
+        Invoked::Value(bytes, nested) => {
+            let parts = match codec::split_returns(&bytes, task.return_count() as usize) {
+                Ok(parts) => parts,
+                Err(why) => {
+                    let e = RemoteError::new("starling::WrongReturnCount", why);
+                    return (TaskOutcome::Failed(e), Vec::new());
+                }
+            };
+            let sizes = parts.iter().map(|p| p.len() as u64).collect();
+            if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
+                for (object, part) in task.return_objects().zip(parts) {
+                    engine.store.put(object, Blob::new(part));
+                }
+            }
+            (TaskOutcome::Returns(sizes), nested)
         }
         Invoked::Failed(e) => (TaskOutcome::Failed(e), Vec::new()),
         Invoked::BadArgument(e) => (TaskOutcome::BadArgument(e), Vec::new()),
@@ -256,9 +273,10 @@ fn run(
 
 /// How one invocation of a remote function ended.
 pub(crate) enum Invoked {
-    /// The encoded return value, and the ref groups nested in it (to drop only once the
-    /// scheduler was told the value holds them).
-    Value(Vec<u8>, Vec<Arc<RefHandle>>),
+    /// The encoded return value (a task with several returns: all of them, framed by
+    /// `codec::frame_returns`), and the ref groups nested in each returned value (to drop only
+    /// once the scheduler was told the value holds them).
+    Value(Vec<u8>, Vec<Vec<Arc<RefHandle>>>),
     /// A panic or an `Err`.
     Failed(RemoteError),
     /// An argument did not decode.

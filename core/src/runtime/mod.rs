@@ -453,6 +453,7 @@ pub(crate) fn prepare_call(
         // spawned belongs to the one task running there): cancelling it cancels this one too.
         parent: exec::current_task().or_else(crate::cluster::worker::sole_running_task),
         contained: contained.into_boxed_slice(),
+        returns: o.returns,
     };
     Ok((spec, keep))
 }

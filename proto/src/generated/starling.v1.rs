@@ -81,6 +81,9 @@ pub struct TaskSpec {
     /// but not waited for.
     #[prost(uint64, repeated, tag = "12")]
     pub contained: ::prost::alloc::vec::Vec<u64>,
+    /// How many objects the task returns (0 or 1: one), numbered from task_id up.
+    #[prost(uint32, tag = "13")]
+    pub returns: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RemoteError {
@@ -227,7 +230,7 @@ pub struct TaskDone {
     /// How long the function ran, in microseconds (the head sizes pipelines with it).
     #[prost(uint64, tag = "7")]
     pub runtime_us: u64,
-    #[prost(oneof = "task_done::Kind", tags = "2, 3, 4, 5, 6")]
+    #[prost(oneof = "task_done::Kind", tags = "2, 3, 4, 5, 6, 8")]
     pub kind: ::core::option::Option<task_done::Kind>,
 }
 /// Nested message and enum types in `TaskDone`.
@@ -245,6 +248,30 @@ pub mod task_done {
         BadArgument(super::RemoteError),
         #[prost(string, tag = "6")]
         FunctionNotFound(::prost::alloc::string::String),
+        /// The values of a task with several returns, in order.
+        #[prost(message, tag = "8")]
+        Returns(super::Returns),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Returns {
+    #[prost(message, repeated, tag = "1")]
+    pub values: ::prost::alloc::vec::Vec<ReturnValue>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ReturnValue {
+    #[prost(oneof = "return_value::Kind", tags = "1, 2")]
+    pub kind: ::core::option::Option<return_value::Kind>,
+}
+/// Nested message and enum types in `ReturnValue`.
+pub mod return_value {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Kind {
+        #[prost(bytes, tag = "1")]
+        Inline(::prost::alloc::vec::Vec<u8>),
+        /// Stored in the node's store under the return's object id, `size` bytes.
+        #[prost(uint64, tag = "2")]
+        Stored(u64),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]

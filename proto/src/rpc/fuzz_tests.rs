@@ -39,6 +39,7 @@ fn spec() -> TaskSpec {
         parent: Some(TaskId(1)),
         retry_on: vec![Arc::from("std::io::error::Error")],
         contained: Box::new([ObjectId(9), ObjectId(u64::MAX)]),
+        returns: 4,
     }
 }
 

@@ -4,7 +4,7 @@ use super::wire;
 use crate::pb;
 use crate::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectLocation, ObjectValue, Outcome,
-    ResolvedArg, RunTask, TaskDone, Value, Welcome,
+    ResolvedArg, Returned, RunTask, TaskDone, Value, Welcome,
 };
 use crate::wire::DecodeError;
 use crate::{JobId, NodeId, ObjectId, TaskId};
@@ -182,6 +182,17 @@ impl From<TaskDone> for pb::TaskDone {
                 Outcome::Failed(e) => Kind::Failed((&e).into()),
                 Outcome::BadArgument(e) => Kind::BadArgument((&e).into()),
                 Outcome::FunctionNotFound(name) => Kind::FunctionNotFound(name),
+                Outcome::Returns(values) => Kind::Returns(pb::Returns {
+                    values: values
+                        .into_iter()
+                        .map(|v| pb::ReturnValue {
+                            kind: Some(match v {
+                                Returned::Inline(b) => pb::return_value::Kind::Inline(b),
+                                Returned::Stored(n) => pb::return_value::Kind::Stored(n),
+                            }),
+                        })
+                        .collect(),
+                }),
             }),
             runtime_us: d.runtime_us,
         }
@@ -199,6 +210,16 @@ impl TryFrom<pb::TaskDone> for TaskDone {
             Kind::Failed(e) => Outcome::Failed(e.into()),
             Kind::BadArgument(e) => Outcome::BadArgument(e.into()),
             Kind::FunctionNotFound(name) => Outcome::FunctionNotFound(name),
+            Kind::Returns(r) => Outcome::Returns(
+                r.values
+                    .into_iter()
+                    .map(|v| match v.kind {
+                        Some(pb::return_value::Kind::Inline(b)) => Ok(Returned::Inline(b)),
+                        Some(pb::return_value::Kind::Stored(n)) => Ok(Returned::Stored(n)),
+                        None => Err(missing("a returned value")),
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
         };
         Ok(TaskDone {
             task: TaskId(d.task),
@@ -360,6 +381,7 @@ mod tests {
             parent: Some(TaskId(u64::MAX)),
             retry_on: vec![Arc::from("panic")],
             contained: Box::new([ObjectId(3)]),
+            returns: 2,
         }
     }
 
@@ -458,6 +480,14 @@ mod tests {
                 task: TaskId(u64::MAX),
                 outcome: Outcome::Failed(RemoteError::new("x", "y".repeat(100))),
                 runtime_us: u64::MAX,
+            }),
+            ClientOp::Done(TaskDone {
+                task: TaskId(7),
+                outcome: Outcome::Returns(vec![
+                    Returned::Inline(vec![1, 2]),
+                    Returned::Stored(u64::MAX),
+                ]),
+                runtime_us: 1,
             }),
             ClientOp::Done(TaskDone {
                 task: TaskId(u64::MAX),

@@ -19,8 +19,8 @@ use starling_proto::node::{
     HeadToNodeBatch, HeadToNodeOp, NodeHello, NodeOp, StartWorkers, StoreUsage,
 };
 use starling_proto::session::{
-    ClientOp, HeadBatch, HeadOp, Hello, ObjectLocation, ObjectValue, Outcome, ResolvedArg, RunTask,
-    Value, Welcome,
+    ClientOp, HeadBatch, HeadOp, Hello, ObjectLocation, ObjectValue, Outcome, ResolvedArg,
+    Returned, RunTask, Value, Welcome,
 };
 use starling_proto::status::{NodeStatus, StatusReply};
 use starling_proto::{
@@ -1094,7 +1094,10 @@ impl Head {
     /// The job that made object `id` (`None`: no session of this head made it).
     /// Why `task` has not started (`None`: it runs, ended, or is unknown).
     pub fn pending_reason(&self, task: TaskId) -> Option<String> {
-        self.state.lock().core.pending_reason(task)
+        let g = self.state.lock();
+        // Asked by object: a later return of a task with several is made by that task.
+        let task = g.core.task_of(ObjectId(task.0));
+        g.core.pending_reason(task)
     }
 
     pub fn object_job(&self, id: ObjectId) -> Option<JobId> {
@@ -1178,15 +1181,28 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             for o in spec.references() {
                 same_job(&st.session_jobs, job, o.0, "pass object")?;
             }
-            if st.core.object_state(spec.return_object()).is_some()
+            if spec.returns > starling_proto::limits::MAX_RETURNS {
+                return Err(bad(&format!(
+                    "task {} returns {} objects, more than {}",
+                    spec.id,
+                    spec.returns,
+                    starling_proto::limits::MAX_RETURNS
+                )));
+            }
+            let last = spec.return_objects().last().unwrap_or(spec.return_object());
+            own_id(client, last.0, "submit task")?;
+            if spec
+                .return_objects()
+                .any(|o| st.core.object_state(o).is_some())
                 || st.core.task_state(spec.id).is_some()
             {
                 return Err(bad(&format!("task id {} is already in use", spec.id)));
             }
-            let ret = spec.return_object();
-            *conn.handles.entry(ret).or_default() += 1;
-            // The submitter gets the result pushed when it settles (no request needed).
-            st.out.subscribers.entry(ret).or_default().push(client);
+            for ret in spec.return_objects() {
+                *conn.handles.entry(ret).or_default() += 1;
+                // The submitter gets the result pushed when it settles (no request needed).
+                st.out.subscribers.entry(ret).or_default().push(client);
+            }
             reactor::on_submit(&mut st.core, &mut st.out, spec);
         }
         ClientOp::Put(v) => {
@@ -1272,13 +1288,12 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
                 }
             }
         }
-        ClientOp::Cancel(t) => {
+        ClientOp::Cancel(t) | ClientOp::CancelForce(t) => {
+            let force = matches!(op, ClientOp::CancelForce(_));
             same_job(&st.session_jobs, job, t.0, "cancel task")?;
-            reactor::on_cancel_tree(&mut st.core, &mut st.out, t, false);
-        }
-        ClientOp::CancelForce(t) => {
-            same_job(&st.session_jobs, job, t.0, "cancel task")?;
-            reactor::on_cancel_tree(&mut st.core, &mut st.out, t, true);
+            // Named by object: a later return of a task with several is made by that task.
+            let t = st.core.task_of(ObjectId(t.0));
+            reactor::on_cancel_tree(&mut st.core, &mut st.out, t, force);
         }
         ClientOp::Blocked => {
             if let Some(w) = worker {
@@ -1315,6 +1330,34 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
                         st.out.locations.insert(object, (node, size));
                     }
                     TaskOutcome::Stored { size }
+                }
+                Outcome::Returns(values) => {
+                    let objects: Vec<ObjectId> = st
+                        .core
+                        .task_spec(task)
+                        .map(|s| s.return_objects().collect())
+                        .unwrap_or_default();
+                    let mut sizes = Vec::with_capacity(values.len());
+                    for (k, value) in values.into_iter().enumerate() {
+                        let object = objects.get(k).copied();
+                        let size = match value {
+                            Returned::Inline(bytes) => {
+                                let size = bytes.len() as u64;
+                                if let (true, Some(o)) = (live, object) {
+                                    st.out.values.insert(o, bytes);
+                                }
+                                size
+                            }
+                            Returned::Stored(size) => {
+                                if let (true, Some(o)) = (live, object) {
+                                    st.out.locations.insert(o, (node, size));
+                                }
+                                size
+                            }
+                        };
+                        sizes.push(size);
+                    }
+                    TaskOutcome::Returns(sizes)
                 }
                 Outcome::Failed(e) => TaskOutcome::Failed(e),
                 Outcome::BadArgument(e) => TaskOutcome::BadArgument(e),

@@ -17,7 +17,7 @@ use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::rpc::{Empty, Wire};
 use starling_proto::security::{AuthChannel, Credentials};
 use starling_proto::session::{
-    ClientBatch, ClientOp, Hello, ObjectLocation, ObjectValue, Outcome, TaskDone, Value,
+    ClientBatch, ClientOp, Hello, ObjectLocation, ObjectValue, Outcome, Returned, TaskDone, Value,
 };
 use starling_proto::status::StatusRequest;
 use starling_proto::{
@@ -217,6 +217,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     parent: (rng.below(2) == 0).then(|| TaskId(id(rng, base))),
                     retry_on: (0..rng.below(3)).map(|_| "panic".into()).collect(),
                     contained: (0..rng.below(3)).map(|_| ObjectId(id(rng, base))).collect(),
+                    returns: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
                 }))
             }
         }
@@ -236,7 +237,11 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
         }),
         _ => {
             let task = id(rng, base);
-            let outcome = match rng.below(6) {
+            let outcome = match rng.below(7) {
+                5 => Some(Outcome::Returns(vec![
+                    Returned::Inline(vec![1]),
+                    Returned::Stored(rng.edgy_u64()),
+                ])),
                 0 => Some(Outcome::Inline(vec![1, 2])),
                 1 => Some(Outcome::Stored(rng.edgy_u64())),
                 2 => Some(Outcome::Failed(RemoteError::new("", ""))),

@@ -48,6 +48,7 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         parent: None,
         retry_on: Vec::new(),
         contained: Box::default(),
+        returns: 0,
     }
 }
 

@@ -415,7 +415,12 @@ impl Client {
     }
 
     fn next_id(&self) -> u64 {
-        self.id_base.load(Ordering::Acquire) | self.next.fetch_add(1, Ordering::Relaxed)
+        self.next_ids(1)
+    }
+
+    /// The first of `n` consecutive new ids.
+    fn next_ids(&self, n: u64) -> u64 {
+        self.id_base.load(Ordering::Acquire) | self.next.fetch_add(n, Ordering::Relaxed)
     }
 
     fn close(&self, e: Error) {
@@ -522,29 +527,36 @@ impl Client {
     pub fn submit(&self, function: &'static str, args: ArgsBuilder, o: TaskOptions) -> ObjectId {
         // A failed reconnect leaves the error to the wait for this task's result.
         let _ = self.ensure_session();
-        let id = TaskId(self.next_id());
+        // A task with several returns takes consecutive ids, one per return.
+        let returns = u64::from(o.returns.max(1));
+        let id = TaskId(self.next_ids(returns));
         let object = ObjectId::from(id);
         let owner = self as *const Client as usize;
         let job = JobId(self.job.load(Ordering::Acquire));
+        let fail_all = |failure: TaskFailure| {
+            let failure = Arc::new(failure);
+            for k in 0..returns {
+                self.store.fail(ObjectId(id.0 + k), failure.clone());
+            }
+        };
         match prepare_call(self.registry, owner, id, function, args, o, job) {
             Ok((spec, _)) if spec.args.iter().any(|a| self.arg_is_stale(a)) => {
                 let lost = spec.args.iter().find_map(|a| match a {
                     TaskArg::Object(o) if self.is_stale(*o) => Some(*o),
                     _ => None,
                 });
-                let failure = TaskFailure {
+                fail_all(TaskFailure {
                     task: id,
                     attempt: 0,
                     kind: FailureKind::ObjectLost(lost.unwrap_or(object)),
-                };
-                self.store.fail(object, Arc::new(failure));
+                });
             }
             Ok((spec, keep)) => {
-                self.in_flight.fetch_add(1, Ordering::Relaxed);
+                self.in_flight.fetch_add(returns, Ordering::Relaxed);
                 self.send(ClientOp::Submit(spec));
                 drop(keep);
             }
-            Err(failure) => self.store.fail(object, Arc::new(failure)),
+            Err(failure) => fail_all(failure),
         }
         object
     }
