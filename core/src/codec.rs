@@ -14,7 +14,7 @@
 //! `put` decode. Sequences and maps go through serde, which caps preallocation at 1 MiB
 //! whatever the prefix says.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -27,10 +27,15 @@ use crate::object_ref::RefHandle;
 use crate::runtime::Runtime;
 
 thread_local! {
-    /// The refs written by the encoding in progress on this thread ([`encode_nested`]).
-    static NOTED: RefCell<Option<Vec<Arc<RefHandle>>>> = const { RefCell::new(None) };
-    /// The runtime refs decoded on this thread belong to ([`decode_for`]).
-    static DECODING: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+    /// Whether an encoding on this thread collects the refs it writes ([`encode_nested`]).
+    static COLLECTING: Cell<bool> = const { Cell::new(false) };
+    /// The refs collected so far (encodings nested in a `Serialize` impl take their own tail),
+    /// and how many there are, readable without borrowing the list.
+    static NOTED: RefCell<Vec<Arc<RefHandle>>> = const { RefCell::new(Vec::new()) };
+    static NOTED_LEN: Cell<usize> = const { Cell::new(0) };
+    /// The runtime refs decoded on this thread belong to, while [`decode_for`] runs (null
+    /// otherwise): a pointer, so that a `get` pays no reference count for it.
+    static DECODING: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
     /// The refs nested in the return values the task on this thread just encoded, one list
     /// per returned object.
     static RETURNED: RefCell<Vec<Vec<Arc<RefHandle>>>> = const { RefCell::new(Vec::new()) };
@@ -62,41 +67,55 @@ impl Encoded {
 
 /// Encodes `value` and collects the `ObjectRef`s written inside it.
 pub(crate) fn encode_nested<T: Serialize + ?Sized>(value: &T) -> Result<Encoded, Error> {
-    let outer = NOTED.with(|n| n.borrow_mut().replace(Vec::new()));
+    let mark = NOTED_LEN.with(Cell::get);
     let bytes = encode_pass(value, true);
-    let refs = NOTED
-        .with(|n| std::mem::replace(&mut *n.borrow_mut(), outer))
-        .unwrap_or_default();
+    let refs = if NOTED_LEN.with(Cell::get) > mark {
+        NOTED_LEN.with(|n| n.set(mark));
+        NOTED.with(|n| n.borrow_mut().split_off(mark))
+    } else {
+        Vec::new()
+    };
     Ok(Encoded {
         bytes: bytes?,
         refs,
     })
 }
 
-/// Called by `ObjectRef`'s `Serialize`: the group joins the encoding in progress (if any) and is
-/// listed, as its id is leaving in a value.
+/// Called by `ObjectRef`'s `Serialize`: the group joins the encoding in progress (if it collects)
+/// and is listed, as its id is leaving in a value.
 pub(crate) fn note_ref(h: &Arc<RefHandle>) {
     h.list();
-    NOTED.with(|n| {
-        if let Some(v) = n.borrow_mut().as_mut() {
-            v.push(h.clone());
-        }
-    });
+    if COLLECTING.with(Cell::get) {
+        NOTED.with(|n| n.borrow_mut().push(h.clone()));
+        NOTED_LEN.with(|n| n.set(n.get() + 1));
+    }
 }
 
 /// The runtime a ref being decoded on this thread belongs to.
 pub(crate) fn decoding_runtime() -> Option<Runtime> {
-    DECODING
-        .with(|d| d.borrow().clone())
-        .or_else(crate::runtime::current)
+    let rt = DECODING.with(Cell::get);
+    if rt.is_null() {
+        return crate::runtime::current();
+    }
+    // SAFETY: `DECODING` holds a pointer only while `decode_for` runs on this thread, to a
+    // runtime that call borrows for its whole length; its guard puts the previous value back
+    // before the borrow ends, even on a panic.
+    Some(unsafe { (*rt).clone() })
+}
+
+/// Puts back the runtime [`decode_for`] replaced.
+struct DecodingGuard(*const Runtime);
+
+impl Drop for DecodingGuard {
+    fn drop(&mut self) {
+        DECODING.with(|d| d.set(self.0));
+    }
 }
 
 /// [`decode_shared`] for a value read from `rt`: refs inside it belong to `rt`.
 pub(crate) fn decode_for<T: DeserializeOwned>(rt: &Runtime, blob: &Blob) -> Result<T, Error> {
-    let outer = DECODING.with(|d| d.borrow_mut().replace(rt.clone()));
-    let v = decode_shared(blob);
-    DECODING.with(|d| *d.borrow_mut() = outer);
-    v
+    let _guard = DecodingGuard(DECODING.with(|d| d.replace(rt as *const Runtime)));
+    decode_shared(blob)
 }
 
 /// Keeps the refs nested in a task's return values (one list per returned object) for
@@ -183,17 +202,16 @@ fn encode_pass<T: Serialize + ?Sized>(value: &T, collect: bool) -> Result<Vec<u8
         message: e.to_string(),
     };
     let mut sizer = bincode::enc::write::SizeWriter::default();
-    let noted = collect
-        .then(|| NOTED.with(|n| n.borrow_mut().take()))
-        .flatten();
+    let outer = COLLECTING.with(|c| c.replace(false));
     let sized = bincode::serde::encode_into_writer(value, &mut sizer, CONFIG).map_err(err);
-    if let Some(noted) = noted {
-        NOTED.with(|n| *n.borrow_mut() = Some(noted));
-    }
-    sized?;
-    let mut out = Vec::with_capacity(sizer.bytes_written);
-    bincode::serde::encode_into_std_write(value, &mut out, CONFIG).map_err(err)?;
-    Ok(out)
+    let written = sized.and_then(|()| {
+        let mut out = Vec::with_capacity(sizer.bytes_written);
+        COLLECTING.with(|c| c.set(collect));
+        bincode::serde::encode_into_std_write(value, &mut out, CONFIG).map_err(err)?;
+        Ok(out)
+    });
+    COLLECTING.with(|c| c.set(outer));
+    written
 }
 
 /// Decodes a `T` from a stored object's bytes; `Bytes` inside it share the object's buffer
