@@ -125,7 +125,7 @@ pub(crate) fn set_returned(refs: Vec<Vec<Arc<RefHandle>>>) {
 }
 
 /// The refs nested in the return values last encoded on this thread (see `encode_return`),
-/// one list per returned object.
+/// one list per returned object (or none at all when no value held a ref).
 pub(crate) fn take_returned() -> Vec<Vec<Arc<RefHandle>>> {
     RETURNED.with(|r| std::mem::take(&mut *r.borrow_mut()))
 }

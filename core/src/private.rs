@@ -80,7 +80,10 @@ pub fn decode_arg<T: RemoteValue>(args: &[&[u8]], index: usize) -> Result<T, Inv
 /// reports them with the result.
 pub fn encode_return<T: RemoteValue>(v: &T) -> Result<Vec<u8>, InvokeError> {
     let encoded = encode_part(v)?;
-    codec::set_returned(vec![encoded.refs]);
+    // Most values hold no refs: then nothing is allocated to say so.
+    if !encoded.refs.is_empty() {
+        codec::set_returned(vec![encoded.refs]);
+    }
     Ok(encoded.bytes)
 }
 
@@ -95,7 +98,9 @@ pub fn encode_part<T: RemoteValue>(v: &T) -> Result<codec::Encoded, InvokeError>
 pub fn encode_returns(parts: Vec<codec::Encoded>) -> Result<Vec<u8>, InvokeError> {
     let (bytes, refs): (Vec<Vec<u8>>, Vec<_>) =
         parts.into_iter().map(|p| (p.bytes, p.refs)).unzip();
-    codec::set_returned(refs);
+    if refs.iter().any(|r: &Vec<_>| !r.is_empty()) {
+        codec::set_returned(refs);
+    }
     Ok(codec::frame_returns(&bytes))
 }
 

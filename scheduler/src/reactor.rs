@@ -522,8 +522,8 @@ pub fn on_task_done(
     };
     let spec = entry.spec.clone();
     match outcome {
-        TaskOutcome::Stored { size } => finish(core, t, task, &spec, last, node_id, vec![size]),
-        TaskOutcome::Returns(sizes) => finish(core, t, task, &spec, last, node_id, sizes),
+        TaskOutcome::Stored { size } => finish(core, t, task, &spec, last, node_id, &[size]),
+        TaskOutcome::Returns(sizes) => finish(core, t, task, &spec, last, node_id, &sizes),
         TaskOutcome::Failed(err) if spec.retries_error(&err) && spec.attempt < spec.max_retries => {
             let _ = err;
             core.stats.retried += 1;
@@ -561,6 +561,7 @@ pub fn on_task_done(
 
 /// `task`, of `spec`, finished on `node` with values of these sizes (one per return); `last` is
 /// the task its worker holds last, if any.
+#[inline]
 fn finish(
     core: &mut Core,
     t: &mut impl Transport,
@@ -568,7 +569,7 @@ fn finish(
     spec: &TaskSpec,
     last: Option<TaskId>,
     node: NodeId,
-    sizes: Vec<u64>,
+    sizes: &[u64],
 ) {
     if sizes.len() != spec.return_count() as usize {
         let e = RemoteError::new(
@@ -586,7 +587,7 @@ fn finish(
     core.children.remove(&task);
     core.stats.succeeded += 1;
     for (ret, size) in spec.return_objects().zip(sizes) {
-        settle_value(core, t, ret, node, size);
+        settle_value(core, t, ret, node, *size);
     }
     release_arguments(core, t, spec);
     // The worker's pipeline has room again: hand it what waits on its last task.
