@@ -49,7 +49,9 @@ mod signature;
 /// Options, all optional: `num_cpus = f64`, `num_gpus = f64`, `resources(name = f64, "other-name" =
 /// f64, ..)`, `max_retries = u32`, `retry_exceptions = bool` or a list of the error types to
 /// retry (`retry_exceptions = [std::io::Error, panic]`: `Err`s of those types, and panics),
-/// `scheduling_strategy = expr`.
+/// `scheduling_strategy = expr`, `num_returns = N` (a literal: the function returns an N-tuple,
+/// or a `Result` of one, and `f::remote(..)` returns an N-tuple of `ObjectRef`s, each its own
+/// object, as Ray's `num_returns`).
 #[proc_macro_attribute]
 pub fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::remote(attr.into(), item.into()).into()
