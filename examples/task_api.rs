@@ -17,6 +17,7 @@
 //! nested_lifetime=ok
 //! refs_through_processes=ok
 //! multiple_returns=ok
+//! streaming=ok
 //! ```
 
 use std::path::PathBuf;
@@ -751,6 +752,144 @@ fn multiple_returns() -> anyhow::Result<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Streaming returns
+// ---------------------------------------------------------------------------------------------
+
+/// Yields `n` items; before item 1 it waits until `dir/go` exists (or `dir` is gone, or
+/// [`LONG`] passed), so the caller can take item 0 while the task surely still runs.
+#[starling::remote]
+fn stream_held(n: u64, dir: PathBuf) -> impl Iterator<Item = String> {
+    (0..n).map(move |i| {
+        if i == 1 {
+            let deadline = Instant::now() + LONG;
+            while dir.exists() && !dir.join("go").exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        format!("item {i}")
+    })
+}
+
+/// `0..n`, or an error before any item for more than 10,000.
+#[starling::remote]
+fn stream_numbers(n: u64) -> Result<impl Iterator<Item = u64>, String> {
+    if n > 10_000 {
+        return Err(format!("{n} is too many"));
+    }
+    Ok(0..n)
+}
+
+/// Yields `0..n`, then panics.
+#[starling::remote]
+fn stream_breaks(n: u64) -> starling::Generator<u64> {
+    starling::Generator::new((0..).map(move |i| {
+        assert!(i < n, "the stream broke at item {i}");
+        i
+    }))
+}
+
+/// Sums the items of a stream it submits itself (a task consuming a stream).
+#[starling::remote]
+fn sum_stream(n: u64) -> u64 {
+    stream_numbers::options()
+        .backpressure(4)
+        .remote(n)
+        .map(|item| starling::get(&item.expect("an item")).expect("its value"))
+        .sum()
+}
+
+fn streaming() -> anyhow::Result<()> {
+    let base = objects()?;
+    // Each item is an object of its own, freed with its last ref.
+    let mut five = stream_numbers::remote(5);
+    let refs: Vec<ObjectRef<u64>> = five.by_ref().collect::<Result<_, _>>()?;
+    let done = five.completed().clone();
+    ensure!(starling::get_timeout(&done, LONG)? == 5);
+    drop(five);
+    objects_become(base + 6, "five items and the count")?;
+    ensure!(starling::get_all_timeout(&refs[3..], LONG)? == vec![3, 4]);
+    drop(refs);
+    objects_become(base + 1, "the items dropped")?;
+    drop(done);
+    objects_become(base, "the count dropped")?;
+    {
+        // Items come as the task yields them: item 0 is taken while the task waits to yield item 1.
+        let dir = scratch("streaming")?;
+        let mut items = stream_held::remote(3, dir.clone());
+        let first = items.next().context("item 0")??;
+        ensure!(starling::get_timeout(&first, LONG)? == "item 0");
+        let done = items.completed().clone();
+        let (ready, _) = starling::wait(std::slice::from_ref(&done), 1, Some(Duration::ZERO))?;
+        ensure!(ready.is_empty(), "the task ended before it was let go on");
+        std::fs::write(dir.join("go"), b"")?;
+        let rest: Vec<String> = items
+            .by_ref()
+            .map(|r| Ok(starling::get_timeout(&r?, LONG)?))
+            .collect::<anyhow::Result<_>>()?;
+        ensure!(rest == ["item 1", "item 2"], "{rest:?}");
+        ensure!(items.next().is_none(), "an item after the end");
+        ensure!(starling::get_timeout(&done, LONG)? == 3);
+        std::fs::remove_dir_all(&dir)?;
+
+        // In order, every one, at some scale.
+        let got: Vec<u64> = stream_numbers::remote(2000)
+            .map(|r| Ok(starling::get_timeout(&r?, LONG)?))
+            .collect::<anyhow::Result<_>>()?;
+        ensure!(
+            got == (0..2000).collect::<Vec<_>>(),
+            "items out of order or missing"
+        );
+
+        // A task that fails mid-stream: its items, then its error, then the end.
+        let mut broken = stream_breaks::remote(3);
+        for want in 0..3u64 {
+            let item = broken.next().context("an item before the failure")??;
+            ensure!(starling::get_timeout(&item, LONG)? == want);
+        }
+        match broken.next() {
+            Some(Err(starling::Error::TaskFailed { cause, .. }))
+                if cause.message.contains("the stream broke at item 3") => {}
+            other => bail!("after the items of a failed stream: {other:?}"),
+        }
+        ensure!(broken.next().is_none(), "something after the failure");
+        // An `Err` before any item.
+        match stream_numbers::remote(20_000).next() {
+            Some(Err(starling::Error::TaskFailed { cause, .. }))
+                if cause.message.contains("too many") => {}
+            other => bail!("a stream that failed at once: {other:?}"),
+        }
+
+        // Backpressure: with a window of 2 the task pauses until items are taken.
+        let mut slow = stream_numbers::options().backpressure(2).remote(50);
+        let first = slow.next().context("item 0")??;
+        ensure!(starling::get_timeout(&first, LONG)? == 0);
+        let done = slow.completed().clone();
+        let (ready, _) = starling::wait(
+            std::slice::from_ref(&done),
+            1,
+            Some(Duration::from_millis(300)),
+        )?;
+        ensure!(
+            ready.is_empty(),
+            "a task 2 items ahead of its caller did not pause"
+        );
+        ensure!(slow.count() == 49, "the rest of the items");
+        ensure!(starling::get_timeout(&done, LONG)? == 50);
+        // A dropped generator lets its paused task go on to its end.
+        let mut dropped = stream_numbers::options().backpressure(1).remote(100);
+        let _ = dropped.next();
+        let done = dropped.completed().clone();
+        drop(dropped);
+        ensure!(starling::get_timeout(&done, LONG)? == 100);
+        // A task consuming a stream it submitted.
+        ensure!(starling::get_timeout(&sum_stream::remote(100), LONG)? == 4950);
+    }
+    // Nothing the streams made outlives its refs (the items of the dropped generator too).
+    objects_become(base, "every item freed")?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let in_process = std::env::args().any(|a| a == "--in-process");
     let _rt = if in_process {
@@ -760,12 +899,13 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 14] = [
+    let checks: [(&str, Check); 15] = [
         // First: they count the objects in the directory, which later checks leave behind
         // (held by tasks still running) for a while.
         ("refs_as_values", refs_as_values),
         ("nested_lifetime", nested_lifetime),
         ("refs_through_processes", refs_through_processes),
+        ("streaming", streaming),
         ("multiple_returns", multiple_returns),
         ("wait_exact", wait_exact),
         ("wait_timeout", wait_timeout),

@@ -8,10 +8,11 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 14] = [
+const CHECKS: [&str; 15] = [
     "refs_as_values",
     "nested_lifetime",
     "refs_through_processes",
+    "streaming",
     "multiple_returns",
     "wait_exact",
     "wait_timeout",

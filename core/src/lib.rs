@@ -145,6 +145,7 @@ mod object_ref;
 mod options;
 mod registry;
 mod runtime;
+mod stream;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -166,3 +167,4 @@ pub use starling_proto::dirs;
 pub use starling_proto::{
     JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, WorkerId,
 };
+pub use stream::{Generator, ObjectRefGenerator};

@@ -96,6 +96,30 @@ impl RefHandle {
     }
 }
 
+impl RefHandle {
+    /// A group for `id` that the scheduler already counted for this process (an item of a
+    /// streaming task, counted by the head as it forwarded it). If this process holds a listed
+    /// group for `id` already, that one is returned and the extra count given back.
+    pub(crate) fn adopt_counted(id: ObjectId, rt: Runtime) -> Arc<RefHandle> {
+        let groups = GROUPS.lock();
+        if let Some(h) = groups
+            .as_ref()
+            .and_then(|map| map.get(&(rt.owner(), id)))
+            .and_then(Weak::upgrade)
+        {
+            h.rt.uncount(id);
+            return h;
+        }
+        drop(groups);
+        Arc::new(RefHandle {
+            id,
+            rt,
+            listed: AtomicBool::new(false),
+            adopted: true,
+        })
+    }
+}
+
 impl Drop for RefHandle {
     fn drop(&mut self) {
         if !self.listed.load(Ordering::Acquire) {

@@ -14,6 +14,10 @@ pub struct TaskOptions {
     pub(crate) strategy: SchedulingStrategy,
     /// How many objects the call returns (0 or 1: one); set by `#[remote(num_returns = N)]`.
     pub(crate) returns: u32,
+    /// A streaming call; set by the stub of a `#[remote]` function that returns an iterator.
+    pub(crate) streaming: bool,
+    /// For a streaming call: items the task may yield ahead of the caller (0: no limit).
+    pub(crate) backpressure: u32,
 }
 
 impl Default for TaskOptions {
@@ -26,6 +30,8 @@ impl Default for TaskOptions {
             retry_on: Vec::new(),
             strategy: SchedulingStrategy::Default,
             returns: 0,
+            streaming: false,
+            backpressure: 0,
         }
     }
 }
@@ -103,6 +109,16 @@ impl TaskOptions {
     /// Shorthand for node affinity: run on `node`; if `soft`, elsewhere when it cannot.
     pub fn node_affinity(self, node: NodeId, soft: bool) -> Self {
         self.scheduling_strategy(SchedulingStrategy::NodeAffinity { node, soft })
+    }
+
+    /// For a function that returns an iterator (a streaming task): pause the task while it has
+    /// yielded `n` items more than the caller took from its
+    /// [`ObjectRefGenerator`](crate::ObjectRefGenerator) (Ray's
+    /// `_generator_backpressure_num_objects`). 0, the default, is no limit, as in Ray. A paused
+    /// task keeps its resources; dropping the generator lets it go on. Ignored by other tasks.
+    pub fn backpressure(mut self, n: u32) -> Self {
+        self.backpressure = n;
+        self
     }
 
     /// The resources one run holds.

@@ -134,6 +134,63 @@ pub fn submit_returns(
     Returns { rt, next: first.0 }
 }
 
+/// Submits a call of the streaming function `function` on the current runtime.
+pub fn submit_stream<T>(
+    function: &'static str,
+    args: ArgsBuilder,
+    mut options: TaskOptions,
+) -> crate::stream::ObjectRefGenerator<T> {
+    options.streaming = true;
+    options.returns = 0;
+    let rt = crate::runtime::current_or_init();
+    let id = rt.submit(function, args, options);
+    crate::stream::ObjectRefGenerator::new(ObjectRef::from_raw(id, rt))
+}
+
+/// Runs the items of a streaming function as the task yields them: each is `put` and handed to
+/// the caller (pausing while the caller is the task's backpressure window behind); the task's
+/// value is the number of items.
+pub fn stream_items<T: RemoteValue>(
+    items: impl IntoIterator<Item = T>,
+) -> Result<Vec<u8>, InvokeError> {
+    let Some((task, window)) = crate::runtime::exec::current_stream() else {
+        return Err(InvokeError::Application(RemoteError::new(
+            "starling::NotStreaming",
+            "a function that returns an iterator ran as a task that is not streaming",
+        )));
+    };
+    let rt = crate::runtime::current_or_init();
+    /// Says the producer is done however the loop ends (a panic included).
+    struct Done<'a>(&'a crate::runtime::Runtime, starling_proto::TaskId);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.stream_done(self.1);
+        }
+    }
+    let _done = Done(&rt, task);
+    let mut count = 0u64;
+    for item in items {
+        let encoded = encode_part(&item)?;
+        drop(item);
+        let nested = encoded.ref_ids();
+        let id = rt.put_bytes(encoded.bytes, nested).map_err(|e| {
+            InvokeError::Application(RemoteError::new("starling::StreamItem", e.to_string()))
+        })?;
+        // The nested refs' groups go only now, after the scheduler was told the item holds them.
+        drop(encoded.refs);
+        let item = crate::object_ref::RefHandle::new(id, rt.clone());
+        rt.stream_yield(task, count, item, window);
+        count += 1;
+        if rt.is_cancelled(task) {
+            return Err(InvokeError::Application(RemoteError::new(
+                "starling::Cancelled",
+                format!("cancelled after {count} item(s)"),
+            )));
+        }
+    }
+    encode_return(&count)
+}
+
 /// Turns the `Err` of a `Result`-returning function into an application error.
 pub fn app_error<E: Display>(e: E) -> InvokeError {
     let bt = std::backtrace::Backtrace::capture();

@@ -69,6 +69,15 @@ fn returned_parts(f: &RemoteFn, options: &RemoteOptions) -> syn::Result<Option<V
     let Some((n, span)) = options.num_returns.filter(|(n, _)| *n > 1) else {
         return Ok(None);
     };
+    if f.stream.is_some() {
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "`num_returns = {n}` does not go with a function that returns an iterator: \
+                 each item it yields is already an object of its own"
+            ),
+        ));
+    }
     let value = match &f.ret {
         Return::Value(ty) | Return::Result(ty) => Some(ty),
         Return::Unit => None,
@@ -111,9 +120,10 @@ fn expand(
     let signature = f.signature();
     let value_type = f.ret.value_type();
     // What a call returns: one `ObjectRef`, or with `num_returns`, a tuple of them.
-    let object_ref = match parts {
-        None => quote!(::starling::ObjectRef<#value_type>),
-        Some(parts) => quote!((#(::starling::ObjectRef<#parts>),*)),
+    let object_ref = match (parts, &f.stream) {
+        (_, Some(item)) => quote!(::starling::ObjectRefGenerator<#item>),
+        (None, None) => quote!(::starling::ObjectRef<#value_type>),
+        (Some(parts), None) => quote!((#(::starling::ObjectRef<#parts>),*)),
     };
     let defaults = options.builder_calls();
 
@@ -145,6 +155,10 @@ fn expand(
     let invoker = invoker(f, &args, &checks, parts);
     let returns = Ident::new("returns", Span::mixed_site());
     let submit = match parts {
+        None if f.stream.is_some() => {
+            let item = f.stream.as_ref();
+            quote!(::starling::__private::submit_stream::<#item>(#name::NAME, #args, self.0))
+        }
         None => quote!(::starling::__private::submit::<#value_type>(#name::NAME, #args, self.0)),
         Some(parts) => {
             let n = parts.len() as u32;
@@ -248,6 +262,12 @@ fn expand(
                 Self(self.0.retry_on_panic())
             }
 
+            /// For a function that returns an iterator: pauses the task while it is `n` items
+            /// ahead of the caller (0: no limit).
+            pub fn backpressure(self, n: u32) -> Self {
+                Self(self.0.backpressure(n))
+            }
+
             /// Sets where the task may run.
             pub fn scheduling_strategy(self, strategy: ::starling::SchedulingStrategy) -> Self {
                 Self(self.0.scheduling_strategy(strategy))
@@ -316,8 +336,13 @@ pub(crate) fn invoker(
         quote!(#name(#(#locals),*))
     };
     let value = Ident::new("value", Span::mixed_site());
-    // Encodes `value` (of type `ty`): whole, or each element of the tuple as its own object.
+    // Encodes `value` (of type `ty`): whole, or each element of the tuple as its own object, or
+    // for a streaming function, each item as it comes.
     let encode = |ty: &syn::Type| match parts {
+        None if f.stream.is_some() => {
+            let item = f.stream.as_ref();
+            quote!(::starling::__private::stream_items::<#item>(#value))
+        }
         None => quote!(::starling::__private::encode_return::<#ty>(&#value)),
         Some(parts) => {
             let index = (0..parts.len()).map(syn::Index::from);
@@ -333,6 +358,14 @@ pub(crate) fn invoker(
             #call;
             ::starling::__private::encode_return::<()>(&())
         },
+        Return::Value(ty) if f.stream.is_some() => {
+            // An `impl Iterator` cannot be named in a `let`.
+            let encode = encode(ty);
+            quote! {
+                let #value = #call;
+                #encode
+            }
+        }
         Return::Value(ty) => {
             let encode = encode(ty);
             quote! {
@@ -386,7 +419,7 @@ pub(crate) fn type_checks(f: &RemoteFn) -> TokenStream {
     f.args
         .iter()
         .map(|arg| &arg.ty)
-        .chain(f.ret.checked_type())
+        .chain(f.stream.as_ref().or(f.ret.checked_type()))
         .map(|ty| {
             quote_spanned! {ty.span()=>
                 ::starling::__private::assert_remote_value::<#ty>();

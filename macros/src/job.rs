@@ -229,6 +229,15 @@ pub(crate) fn job(attr: TokenStream, item: TokenStream) -> TokenStream {
             .expect("an error has at least one message")
     });
     match (options, analyzed) {
+        (Ok(_), Ok(analyzed)) if analyzed.stream.is_some() => {
+            let error = syn::Error::new_spanned(
+                analyzed.output.as_ref(),
+                "#[starling::job] functions return one value, not an iterator: collect the \
+                 items (`.collect::<Vec<_>>()`), or submit a streaming #[starling::remote] \
+                 function from the job",
+            );
+            with_item(error, item)
+        }
         (Ok(options), Ok(analyzed)) => expand(&function, &analyzed, &options),
         (Err(mut a), Err(b)) => {
             a.combine(b);

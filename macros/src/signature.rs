@@ -28,6 +28,9 @@ pub(crate) struct RemoteFn {
     pub(crate) ret: Return,
     /// The return type as written, if any.
     pub(crate) output: Option<Type>,
+    /// For a streaming function (it returns `impl Iterator<Item = T>` or `Generator<T>`, or a
+    /// `Result` of one), the item type `T`.
+    pub(crate) stream: Option<Type>,
     /// The function's `#[cfg(..)]` attributes, repeated on every generated item so that they
     /// vanish together with the function.
     pub(crate) cfgs: Vec<Attribute>,
@@ -192,17 +195,24 @@ pub(crate) fn analyze(item: &ItemFn) -> syn::Result<RemoteFn> {
         }
     }
 
+    let mut stream = None;
     let ret = match &sig.output {
         ReturnType::Default => Return::Unit,
         ReturnType::Type(_, ty) => match classify_return(ty) {
             // Only the success type is serialized; the error type of a `Result` only needs
             // `Display` (it travels as text), so `Result<T, &'static str>` is fine.
             Ok(Return::Result(ok)) => {
-                check_type(&ok, Position::Return, &mut errors);
+                stream = stream_item(&ok);
+                check_type(
+                    stream.as_ref().unwrap_or(&ok),
+                    Position::Return,
+                    &mut errors,
+                );
                 Return::Result(ok)
             }
             Ok(ret) => {
-                check_type(ty, Position::Return, &mut errors);
+                stream = stream_item(ty);
+                check_type(stream.as_ref().unwrap_or(ty), Position::Return, &mut errors);
                 ret
             }
             Err(e) => {
@@ -225,6 +235,7 @@ pub(crate) fn analyze(item: &ItemFn) -> syn::Result<RemoteFn> {
             ReturnType::Default => None,
             ReturnType::Type(_, ty) => Some((**ty).clone()),
         },
+        stream,
         cfgs: item
             .attrs
             .iter()
@@ -240,6 +251,43 @@ fn peel(ty: &Type) -> &Type {
         Type::Paren(p) => peel(&p.elem),
         Type::Group(g) => peel(&g.elem),
         ty => ty,
+    }
+}
+
+/// The item type of a streaming function's return type: `T` of `impl Iterator<Item = T>` (with
+/// any other bounds) or of `Generator<T>` (any path ending so); `None` for any other type.
+pub(crate) fn stream_item(ty: &Type) -> Option<Type> {
+    let item_of = |args: &PathArguments| match args {
+        PathArguments::AngleBracketed(args) => args.args.iter().find_map(|arg| match arg {
+            GenericArgument::AssocType(assoc) if assoc.ident == "Item" => Some(assoc.ty.clone()),
+            _ => None,
+        }),
+        _ => None,
+    };
+    match peel(ty) {
+        Type::ImplTrait(impl_trait) => impl_trait.bounds.iter().find_map(|bound| match bound {
+            TypeParamBound::Trait(t) => {
+                let last = t.path.segments.last()?;
+                (last.ident == "Iterator").then(|| item_of(&last.arguments))?
+            }
+            _ => None,
+        }),
+        Type::Path(path) if path.qself.is_none() => {
+            let last = path.path.segments.last()?;
+            if last.ident != "Generator" {
+                return None;
+            }
+            match &last.arguments {
+                PathArguments::AngleBracketed(args) if args.args.len() == 1 => {
+                    match args.args.first() {
+                        Some(GenericArgument::Type(item)) => Some(item.clone()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 

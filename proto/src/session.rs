@@ -117,6 +117,25 @@ pub struct TaskDone {
     pub runtime_us: u64,
 }
 
+/// Item `index` (from 0) of the streaming task `task` is the object `object`: from the worker
+/// process running the task to the head (the object is a put of that session), and from the
+/// head to the task's submitter (which then holds one ref to it, counted by the head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamItem {
+    pub task: TaskId,
+    pub index: u64,
+    pub object: ObjectId,
+}
+
+/// The submitter of the streaming task `task` took `consumed` of its items: from the submitter
+/// to the head, and from the head to the worker process running the task, whose producer
+/// pauses while it is `TaskSpec::backpressure` items ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamAck {
+    pub task: TaskId,
+    pub consumed: u64,
+}
+
 /// What a client tells the head.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClientOp {
@@ -143,6 +162,10 @@ pub enum ClientOp {
     Blocked,
     Unblocked,
     Done(TaskDone),
+    /// Worker processes only: the running streaming task yielded an item.
+    StreamItem(StreamItem),
+    /// The submitter of a streaming task took this many of its items.
+    StreamAck(StreamAck),
 }
 
 /// What the head tells a client.
@@ -162,6 +185,12 @@ pub enum HeadOp {
         task: TaskId,
         reason: String,
     },
+    /// An item of a streaming task this client submitted; the head counts one ref to it for
+    /// this session.
+    StreamItem(StreamItem),
+    /// Worker processes only: the submitter of a streaming task this process runs took this
+    /// many items.
+    StreamAck(StreamAck),
 }
 
 /// One message of a client's session stream.
@@ -228,7 +257,11 @@ impl HeadOp {
     /// About how many bytes the op takes encoded, never less: what a batch is sized by.
     pub fn wire_size(&self) -> usize {
         match self {
-            HeadOp::Welcome(_) | HeadOp::Cancel(_) | HeadOp::Alive => OVERHEAD,
+            HeadOp::Welcome(_)
+            | HeadOp::Cancel(_)
+            | HeadOp::Alive
+            | HeadOp::StreamItem(_)
+            | HeadOp::StreamAck(_) => OVERHEAD,
             HeadOp::Infeasible { reason, .. } => OVERHEAD + reason.len(),
             HeadOp::Value(v) => value_size(&v.value),
             HeadOp::Run(r) => {

@@ -80,6 +80,13 @@ pub struct TaskSpec {
     /// How many objects the task returns (0 or 1: one, the task's own id; `n`: the ids
     /// `id .. id + n`, each its own object), as Ray's `num_returns`.
     pub returns: u32,
+    /// A streaming task (Ray's streaming generator): its function yields items, each an object
+    /// of its own told to the submitter as it comes; the task's own object is, once it ends, the
+    /// number of items (`u64`).
+    pub streaming: bool,
+    /// For a streaming task: how many items it may yield ahead of what the submitter took
+    /// (0: no limit, as Ray's default). The producer pauses while it is that far ahead.
+    pub backpressure: u32,
 }
 
 impl TaskSpec {

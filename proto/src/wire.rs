@@ -96,6 +96,8 @@ impl From<TaskSpec> for pb::TaskSpec {
             retry_on: t.retry_on.iter().map(|s| s.to_string()).collect(),
             contained: t.contained.iter().map(|o| o.0).collect(),
             returns: t.returns,
+            streaming: t.streaming,
+            backpressure: t.backpressure,
         }
     }
 }
@@ -139,6 +141,8 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             retry_on: t.retry_on.into_iter().map(Arc::from).collect(),
             contained: t.contained.into_iter().map(ObjectId).collect(),
             returns: t.returns,
+            streaming: t.streaming,
+            backpressure: t.backpressure,
         })
     }
 }
@@ -292,6 +296,8 @@ mod tests {
             retry_on: vec![Arc::from("panic"), Arc::from("my::Error")],
             contained: Box::new([ObjectId(12), ObjectId(u64::MAX)]),
             returns: 3,
+            streaming: true,
+            backpressure: 8,
         }
     }
 

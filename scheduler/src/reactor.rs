@@ -307,11 +307,12 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
             continue;
         }
         // A worker keeps the value of its last tasks for what it runs behind them, one per task:
-        // not a task with several returns.
+        // not a task with several returns, nor a streaming task (its value is a count, and it
+        // may pause until its items are taken).
         let Some(TaskState::Running { worker: w, .. }) = core
             .tasks
             .get(&dep.task())
-            .filter(|e| e.spec.return_count() == 1)
+            .filter(|e| e.spec.return_count() == 1 && !e.spec.streaming)
             .map(|e| &e.state)
         else {
             return false;
@@ -946,10 +947,12 @@ pub fn on_task_runtime(core: &mut Core, task: TaskId, micros: u64) {
 /// Whether tasks of `task`'s function are known to run within [`PIPELINE_WINDOW_US`]: only
 /// those are queued behind a running task, and only behind one of them. A function that never
 /// reported (or runs long) may hold its worker for any time, and a task queued behind it would
-/// wait that long while other workers free up.
+/// wait that long while other workers free up. A streaming task is never short: it may pause
+/// until its items are taken, maybe by a task that would be queued behind it.
 fn known_short(core: &Core, task: TaskId) -> bool {
     core.tasks
         .get(&task)
+        .filter(|e| !e.spec.streaming)
         .and_then(|e| core.fn_runtime_us.get(&e.spec.function))
         .is_some_and(|us| *us > 0.0 && *us <= PIPELINE_WINDOW_US)
 }

@@ -149,5 +149,7 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         retry_on: Vec::new(),
         contained: Box::default(),
         returns: 0,
+        streaming: false,
+        backpressure: 0,
     }
 }

@@ -127,6 +127,8 @@ pub(crate) struct Slot {
 
 pub(crate) struct Engine {
     sched: Mutex<Sched>,
+    /// The streams of streaming tasks submitted here, by task.
+    pub(crate) streams: crate::stream::Streams,
     inbox: SegQueue<Event>,
     pending: AtomicUsize,
     pub(crate) store: ObjectStore,
@@ -160,6 +162,7 @@ impl Engine {
                 core,
                 effects: Effects::default(),
             }),
+            streams: Default::default(),
             inbox: SegQueue::new(),
             pending: AtomicUsize::new(0),
             store: ObjectStore::new(),
@@ -308,6 +311,9 @@ impl Engine {
         let id = TaskId(self.next_object.fetch_add(returns, Ordering::Relaxed));
         let object = ObjectId::from(id);
         let owner = self as *const Engine as usize;
+        if o.streaming {
+            self.streams.open(id, o.backpressure);
+        }
         match super::prepare_call(self.registry, owner, id, function, args, o, JobId(0)) {
             Ok((spec, keep)) => {
                 self.post(Event::Submit(Arc::new(spec)));
@@ -394,6 +400,29 @@ impl Engine {
         timeout: Option<Duration>,
     ) -> Vec<bool> {
         wait::wait_many(&self.store, ids, num_returns, timeout, &Hooks::new(self))
+    }
+
+    /// Waits for the next item of `stream` or the end of its task (see [`wait::wait_stream`]).
+    pub fn wait_stream(
+        &self,
+        stream: &crate::stream::Stream,
+        end: ObjectId,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Arc<crate::object_ref::RefHandle>>> {
+        wait::wait_stream(&self.store, stream, end, deadline, &Hooks::new(self))
+    }
+
+    /// Item `index` of the streaming task `task`, running on this thread: handed to the
+    /// caller's stream, then waits for room if the caller is a window behind.
+    pub fn stream_yield(&self, task: TaskId, index: u64, item: Arc<crate::object_ref::RefHandle>) {
+        let Some(stream) = self.streams.get(task) else {
+            // The caller dropped the generator: the item is let go.
+            return;
+        };
+        stream.push(index, item);
+        stream.wait_room(index + 1, || {
+            self.is_cancelled(task) || self.shut_down.load(Ordering::Relaxed)
+        });
     }
 
     pub fn cancel(&self, id: ObjectId, force: bool) -> Result<()> {

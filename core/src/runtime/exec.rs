@@ -64,6 +64,8 @@ struct ExecContext {
     task: TaskId,
     /// The ids of the GPUs the task holds.
     gpu_ids: Vec<Arc<str>>,
+    /// For a streaming task, its backpressure window (0: none).
+    stream: Option<u32>,
 }
 
 thread_local! {
@@ -104,6 +106,16 @@ pub(crate) fn current_task() -> Option<TaskId> {
     CONTEXT.with(|c| {
         let ctx = c.take();
         let t = ctx.as_ref().map(|x| x.task);
+        c.set(ctx);
+        t
+    })
+}
+
+/// The streaming task this thread is executing, if any, with its backpressure window.
+pub(crate) fn current_stream() -> Option<(TaskId, u32)> {
+    CONTEXT.with(|c| {
+        let ctx = c.take();
+        let t = ctx.as_ref().and_then(|x| Some((x.task, x.stream?)));
         c.set(ctx);
         t
     })
@@ -306,6 +318,7 @@ pub(crate) fn invoke(
             worker,
             task: task.id,
             gpu_ids,
+            stream: task.streaming.then_some(task.backpressure),
         }))
     });
     // `Bytes` arguments share the stored objects' buffers instead of copying them.

@@ -28,6 +28,7 @@ use crate::error::Result;
 use crate::object_ref::{ArgValue, RefHandle};
 use crate::options::TaskOptions;
 use crate::registry::Registry;
+use crate::stream::Stream;
 
 pub(crate) use engine::Engine;
 
@@ -379,6 +380,74 @@ impl Runtime {
             Backend::Cluster(c) => c.is_cancelled(task),
         }
     }
+
+    /// Gives back one count the scheduler holds for this process on `id` (a streamed item this
+    /// process already had a group for).
+    pub(crate) fn uncount(&self, id: ObjectId) {
+        match &self.backend {
+            Backend::InProcess(e) => e.release(id),
+            Backend::Cluster(c) => c.uncount(id),
+        }
+    }
+
+    /// The caller's stream of the streaming task `task` (opened at submit).
+    pub(crate) fn stream(&self, task: TaskId) -> Option<Arc<Stream>> {
+        match &self.backend {
+            Backend::InProcess(e) => e.streams.get(task),
+            Backend::Cluster(c) => c.streams.get(task),
+        }
+    }
+
+    /// Waits for the next item of `stream`, or for `end` to settle with none left.
+    pub(crate) fn wait_stream(
+        &self,
+        stream: &Stream,
+        end: ObjectId,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Arc<RefHandle>>> {
+        match &self.backend {
+            Backend::InProcess(e) => e.wait_stream(stream, end, deadline),
+            Backend::Cluster(c) => c.wait_stream(stream, end, deadline),
+        }
+    }
+
+    /// The caller took `taken` items of the streaming task `task` (its producer may wait).
+    pub(crate) fn stream_taken(&self, task: TaskId, taken: u64) {
+        match &self.backend {
+            // The producer waits on the stream itself.
+            Backend::InProcess(_) => {}
+            Backend::Cluster(c) => c.stream_taken(task, taken),
+        }
+    }
+
+    /// The caller dropped the generator of `task`; `paused`: its producer may wait for room.
+    pub(crate) fn stream_closed(&self, task: TaskId, paused: bool) {
+        match &self.backend {
+            Backend::InProcess(e) => e.streams.remove(task),
+            Backend::Cluster(c) => {
+                c.streams.remove(task);
+                if paused {
+                    c.stream_taken(task, u64::MAX);
+                }
+            }
+        }
+    }
+
+    /// The streaming task `task`, running on this thread, yielded item `index` (`item`, a
+    /// group of this process's put); returns once it may go on (see [`crate::stream`]).
+    pub(crate) fn stream_yield(&self, task: TaskId, index: u64, item: Arc<RefHandle>, window: u32) {
+        match &self.backend {
+            Backend::InProcess(e) => e.stream_yield(task, index, item),
+            Backend::Cluster(c) => c.stream_yield(task, index, item, window),
+        }
+    }
+
+    /// The streaming task `task` yields no more in this process.
+    pub(crate) fn stream_done(&self, task: TaskId) {
+        if let Backend::Cluster(c) = &self.backend {
+            c.stream_done(task);
+        }
+    }
 }
 
 /// Turns a call into a task spec: encoded values inline (with the refs nested in them listed
@@ -454,6 +523,8 @@ pub(crate) fn prepare_call(
         parent: exec::current_task().or_else(crate::cluster::worker::sole_running_task),
         contained: contained.into_boxed_slice(),
         returns: o.returns,
+        streaming: o.streaming,
+        backpressure: if o.streaming { o.backpressure } else { 0 },
     };
     Ok((spec, keep))
 }

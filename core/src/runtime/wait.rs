@@ -6,11 +6,15 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use starling_proto::ObjectId;
 use starling_worker::store::{Blob, Lookup, ObjectStore};
 
 use super::exec;
 use crate::error::{Error, Result};
+use crate::object_ref::RefHandle;
+use crate::stream::Stream;
 
 /// What a backend contributes to a wait.
 pub(crate) trait WaitHooks {
@@ -91,6 +95,55 @@ pub(crate) fn wait_one(
         }
     };
     hooks.blocked(false);
+    result
+}
+
+/// Blocks until an item of `stream` comes (`Some`), `end` (the streaming task's own object)
+/// settles with no item left to take (`None`), `deadline` passes or the backend closes.
+pub(crate) fn wait_stream(
+    store: &ObjectStore,
+    stream: &Stream,
+    end: ObjectId,
+    deadline: Option<Instant>,
+    hooks: &impl WaitHooks,
+) -> Result<Option<Arc<RefHandle>>> {
+    let start = Instant::now();
+    let waker = exec::thread_waker();
+    let mut blocked = false;
+    let result = loop {
+        if let Some(item) = stream.take(Some(&waker)) {
+            break Ok(Some(item));
+        }
+        if !matches!(store.lookup(end, Some(&waker)), Lookup::Pending) {
+            // An item that came just before the end is the caller's still.
+            break Ok(stream.take(None));
+        }
+        if let Some(e) = hooks.closed() {
+            break Err(e);
+        }
+        let park = match deadline {
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    break Err(Error::Timeout {
+                        waited: now - start,
+                    });
+                }
+                (d - now).min(RECHECK)
+            }
+            None => RECHECK,
+        };
+        if !blocked {
+            hooks.blocked(true);
+            blocked = true;
+            // The producer may be waiting for this thread's CPU: look again before parking.
+            continue;
+        }
+        std::thread::park_timeout(park);
+    };
+    if blocked {
+        hooks.blocked(false);
+    }
     result
 }
 

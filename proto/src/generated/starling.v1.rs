@@ -84,6 +84,14 @@ pub struct TaskSpec {
     /// How many objects the task returns (0 or 1: one), numbered from task_id up.
     #[prost(uint32, tag = "13")]
     pub returns: u32,
+    /// A streaming task (its function yields items, each its own object, told to the submitter as
+    /// they come); its own object is the number of items, once it ends.
+    #[prost(bool, tag = "14")]
+    pub streaming: bool,
+    /// For a streaming task: how many items it may yield ahead of the submitter's consumption
+    /// (0: no limit).
+    #[prost(uint32, tag = "15")]
+    pub backpressure: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RemoteError {
@@ -278,7 +286,7 @@ pub mod return_value {
 pub struct ClientOp {
     #[prost(
         oneof = "client_op::Kind",
-        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
     )]
     pub kind: ::core::option::Option<client_op::Kind>,
 }
@@ -318,7 +326,31 @@ pub mod client_op {
         /// The value of `container` (a put or a task's result) holds refs to `refs`.
         #[prost(message, tag = "13")]
         Nested(super::Nested),
+        /// Worker processes only: the running streaming task yielded an item (a put of this session).
+        #[prost(message, tag = "14")]
+        StreamItem(super::StreamItem),
+        /// The submitter of a streaming task took this many of its items.
+        #[prost(message, tag = "15")]
+        StreamAck(super::StreamAck),
     }
+}
+/// Item `index` (from 0) of streaming task `task` is `object`.
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct StreamItem {
+    #[prost(uint64, tag = "1")]
+    pub task: u64,
+    #[prost(uint64, tag = "2")]
+    pub index: u64,
+    #[prost(uint64, tag = "3")]
+    pub object: u64,
+}
+/// The submitter of streaming task `task` took `consumed` of its items.
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct StreamAck {
+    #[prost(uint64, tag = "1")]
+    pub task: u64,
+    #[prost(uint64, tag = "2")]
+    pub consumed: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Nested {
@@ -334,7 +366,7 @@ pub struct ClientBatch {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct HeadOp {
-    #[prost(oneof = "head_op::Kind", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "head_op::Kind", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
     pub kind: ::core::option::Option<head_op::Kind>,
 }
 /// Nested message and enum types in `HeadOp`.
@@ -357,6 +389,12 @@ pub mod head_op {
         /// A task this client submitted cannot run on any node now; it waits for one that can.
         #[prost(message, tag = "6")]
         Infeasible(super::Infeasible),
+        /// An item of a streaming task this client submitted: the client holds one ref to it.
+        #[prost(message, tag = "7")]
+        StreamItem(super::StreamItem),
+        /// Worker processes only: the submitter of a streaming task it runs took this many items.
+        #[prost(message, tag = "8")]
+        StreamAck(super::StreamAck),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -40,6 +40,8 @@ fn spec() -> TaskSpec {
         retry_on: vec![Arc::from("std::io::error::Error")],
         contained: Box::new([ObjectId(9), ObjectId(u64::MAX)]),
         returns: 4,
+        streaming: true,
+        backpressure: 2,
     }
 }
 
@@ -92,6 +94,15 @@ fn client_batch() -> pb::ClientBatch {
         }),
         Kind::Release(5),
         Kind::AddRef(5),
+        Kind::StreamItem(pb::StreamItem {
+            task: 7,
+            index: 2,
+            object: 9,
+        }),
+        Kind::StreamAck(pb::StreamAck {
+            task: 7,
+            consumed: 3,
+        }),
         Kind::Nested(pb::Nested {
             container: 5,
             refs: vec![6, 7],

@@ -4,7 +4,7 @@ use super::wire;
 use crate::pb;
 use crate::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectLocation, ObjectValue, Outcome,
-    ResolvedArg, Returned, RunTask, TaskDone, Value, Welcome,
+    ResolvedArg, Returned, RunTask, StreamAck, StreamItem, TaskDone, Value, Welcome,
 };
 use crate::wire::DecodeError;
 use crate::{JobId, NodeId, ObjectId, TaskId};
@@ -250,6 +250,8 @@ impl From<ClientOp> for pb::ClientOp {
                 ClientOp::Blocked => Kind::Blocked(true),
                 ClientOp::Unblocked => Kind::Unblocked(true),
                 ClientOp::Done(d) => Kind::Done(d.into()),
+                ClientOp::StreamItem(i) => Kind::StreamItem(i.into()),
+                ClientOp::StreamAck(a) => Kind::StreamAck(a.into()),
             }),
         }
     }
@@ -277,6 +279,8 @@ impl TryFrom<pb::ClientOp> for ClientOp {
             Kind::Blocked(_) => ClientOp::Blocked,
             Kind::Unblocked(_) => ClientOp::Unblocked,
             Kind::Done(d) => ClientOp::Done(d.try_into()?),
+            Kind::StreamItem(i) => ClientOp::StreamItem(i.into()),
+            Kind::StreamAck(a) => ClientOp::StreamAck(a.into()),
         })
     }
 }
@@ -295,6 +299,8 @@ impl From<HeadOp> for pb::HeadOp {
                     task: task.0,
                     reason,
                 }),
+                HeadOp::StreamItem(i) => Kind::StreamItem(i.into()),
+                HeadOp::StreamAck(a) => Kind::StreamAck(a.into()),
             }),
         }
     }
@@ -315,7 +321,47 @@ impl TryFrom<pb::HeadOp> for HeadOp {
                 task: TaskId(i.task),
                 reason: i.reason,
             },
+            Kind::StreamItem(i) => HeadOp::StreamItem(i.into()),
+            Kind::StreamAck(a) => HeadOp::StreamAck(a.into()),
         })
+    }
+}
+
+impl From<StreamItem> for pb::StreamItem {
+    fn from(i: StreamItem) -> Self {
+        pb::StreamItem {
+            task: i.task.0,
+            index: i.index,
+            object: i.object.0,
+        }
+    }
+}
+
+impl From<pb::StreamItem> for StreamItem {
+    fn from(i: pb::StreamItem) -> Self {
+        StreamItem {
+            task: TaskId(i.task),
+            index: i.index,
+            object: ObjectId(i.object),
+        }
+    }
+}
+
+impl From<StreamAck> for pb::StreamAck {
+    fn from(a: StreamAck) -> Self {
+        pb::StreamAck {
+            task: a.task.0,
+            consumed: a.consumed,
+        }
+    }
+}
+
+impl From<pb::StreamAck> for StreamAck {
+    fn from(a: pb::StreamAck) -> Self {
+        StreamAck {
+            task: TaskId(a.task),
+            consumed: a.consumed,
+        }
     }
 }
 
@@ -382,6 +428,8 @@ mod tests {
             retry_on: vec![Arc::from("panic")],
             contained: Box::new([ObjectId(3)]),
             returns: 2,
+            streaming: false,
+            backpressure: 0,
         }
     }
 
@@ -415,6 +463,15 @@ mod tests {
             }),
             HeadOp::Cancel(TaskId(u64::MAX)),
             HeadOp::Alive,
+            HeadOp::StreamItem(StreamItem {
+                task: TaskId(u64::MAX),
+                index: u64::MAX,
+                object: ObjectId(u64::MAX),
+            }),
+            HeadOp::StreamAck(StreamAck {
+                task: TaskId(u64::MAX),
+                consumed: u64::MAX,
+            }),
             HeadOp::Infeasible {
                 task: TaskId(u64::MAX),
                 reason: "needs gpu=1; no node has gpu".into(),
@@ -467,6 +524,15 @@ mod tests {
             }),
             ClientOp::Release(ObjectId(u64::MAX)),
             ClientOp::AddRef(ObjectId(u64::MAX)),
+            ClientOp::StreamItem(StreamItem {
+                task: TaskId(u64::MAX),
+                index: 0,
+                object: ObjectId(u64::MAX),
+            }),
+            ClientOp::StreamAck(StreamAck {
+                task: TaskId(1),
+                consumed: u64::MAX,
+            }),
             ClientOp::Nested {
                 container: ObjectId(u64::MAX),
                 refs: vec![ObjectId(1), ObjectId(u64::MAX)],

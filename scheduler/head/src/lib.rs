@@ -21,6 +21,7 @@ mod numbers;
 mod room;
 mod service;
 pub(crate) mod state;
+mod streams;
 mod values;
 
 use std::net::SocketAddr;

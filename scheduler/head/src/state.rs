@@ -79,6 +79,13 @@ pub(crate) struct ClientConn {
     spoken: bool,
 }
 
+impl ClientConn {
+    /// The session holds one more ref group for `object`.
+    pub(crate) fn add_handle(&mut self, object: ObjectId) {
+        *self.handles.entry(object).or_default() += 1;
+    }
+}
+
 pub(crate) struct NodeConn {
     tx: NodeTx,
     out: Vec<HeadToNodeOp>,
@@ -116,7 +123,7 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    fn queue_client(&mut self, client: u64, op: HeadOp) {
+    pub(crate) fn queue_client(&mut self, client: u64, op: HeadOp) {
         if let Some(c) = self.clients.get_mut(&client) {
             if c.out.is_empty() {
                 self.dirty_clients.push(client);
@@ -480,6 +487,15 @@ pub(crate) struct State {
     pub epoch: u64,
     /// When quiet sessions were last told the head is alive.
     last_alive: Instant,
+    /// The items of running streaming tasks, on their way to their submitters.
+    pub streams: super::streams::Streams,
+}
+
+impl State {
+    /// The job of every session this head opened, by session number.
+    pub(crate) fn session_jobs(&self) -> &HashMap<u64, JobId> {
+        &self.session_jobs
+    }
 }
 
 /// A random non-zero epoch for a head that starts now.
@@ -544,6 +560,7 @@ impl Head {
                 next_job: last_job + 1,
                 epoch: new_epoch(),
                 last_alive: Instant::now(),
+                streams: Default::default(),
             }),
             bin_dir,
             heartbeat_timeout,
@@ -583,6 +600,9 @@ impl Head {
         if st.last_alive.elapsed() >= starling_proto::security::ALIVE_EVERY {
             st.last_alive = Instant::now();
             st.out.tell_quiet_sessions();
+            // Streams of tasks that ended without a report (cancelled, failed with their node).
+            let core = &st.core;
+            st.streams.prune(|t| core.task_state(t).is_some());
         }
         let actions = st.jobs.tick(&mut st.out, &mut st.core, now());
         reactor::schedule(&mut st.core, &mut st.out);
@@ -1135,12 +1155,12 @@ fn check_version(version: u32) -> Result<(), Status> {
     Ok(())
 }
 
-fn bad(what: &str) -> Status {
+pub(crate) fn bad(what: &str) -> Status {
     Status::invalid_argument(format!("malformed message: {what}"))
 }
 
 /// `Ok` if `id` is in the range of session `client` (a new task or `put` names its own id).
-fn own_id(client: u64, id: u64, what: &str) -> Result<(), Status> {
+pub(crate) fn own_id(client: u64, id: u64, what: &str) -> Result<(), Status> {
     if starling_proto::session_of(id) == client {
         return Ok(());
     }
@@ -1152,7 +1172,7 @@ fn own_id(client: u64, id: u64, what: &str) -> Result<(), Status> {
 /// `Ok` unless `id` was made by a session of a job other than `job`: a session reaches only its
 /// own job's objects and tasks (ids of sessions this head does not know fall through to the
 /// usual answers, `ObjectLost` and the like).
-fn same_job(
+pub(crate) fn same_job(
     session_jobs: &HashMap<u64, JobId>,
     job: JobId,
     id: u64,
@@ -1187,6 +1207,12 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
                     spec.id,
                     spec.returns,
                     starling_proto::limits::MAX_RETURNS
+                )));
+            }
+            if spec.streaming && spec.returns > 1 {
+                return Err(bad(&format!(
+                    "streaming task {} returns {} objects: its items are its returns",
+                    spec.id, spec.returns
                 )));
             }
             let last = spec.return_objects().last().unwrap_or(spec.return_object());
@@ -1269,25 +1295,10 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
         }
         ClientOp::Subscribe(object) => {
             same_job(&st.session_jobs, job, object.0, "read object")?;
-            match st.out.value_of(object) {
-                Some(v) => st.out.queue_client(client, HeadOp::Value(v)),
-                None if st.core.object_state(object).is_some() => {
-                    st.out.subscribers.entry(object).or_default().push(client)
-                }
-                None => {
-                    let failure = TaskFailure {
-                        task: object.task(),
-                        attempt: 0,
-                        kind: FailureKind::ObjectLost(object),
-                    };
-                    let v = ObjectValue {
-                        object,
-                        value: Value::Failure(failure),
-                    };
-                    st.out.queue_client(client, HeadOp::Value(v));
-                }
-            }
+            subscribe(st, client, object);
         }
+        ClientOp::StreamItem(item) => super::streams::on_item(st, client, item)?,
+        ClientOp::StreamAck(ack) => super::streams::on_ack(st, client, ack)?,
         ClientOp::Cancel(t) | ClientOp::CancelForce(t) => {
             let force = matches!(op, ClientOp::CancelForce(_));
             same_job(&st.session_jobs, job, t.0, "cancel task")?;
@@ -1365,9 +1376,35 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             };
             reactor::on_task_runtime(&mut st.core, task, done.runtime_us);
             reactor::on_task_done(&mut st.core, &mut st.out, w, task, outcome);
+            if st.core.task_state(task).is_none() {
+                st.streams.end(task);
+            }
         }
     }
     Ok(())
+}
+
+/// Sends session `client` the value (or failure) of `object` now if the head has it, else when
+/// it settles; an object the head does not know is lost.
+pub(crate) fn subscribe(st: &mut State, client: u64, object: ObjectId) {
+    match st.out.value_of(object) {
+        Some(v) => st.out.queue_client(client, HeadOp::Value(v)),
+        None if st.core.object_state(object).is_some() => {
+            st.out.subscribers.entry(object).or_default().push(client)
+        }
+        None => {
+            let failure = TaskFailure {
+                task: object.task(),
+                attempt: 0,
+                kind: FailureKind::ObjectLost(object),
+            };
+            let v = ObjectValue {
+                object,
+                value: Value::Failure(failure),
+            };
+            st.out.queue_client(client, HeadOp::Value(v));
+        }
+    }
 }
 
 #[cfg(test)]

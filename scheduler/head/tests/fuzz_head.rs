@@ -218,6 +218,8 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     retry_on: (0..rng.below(3)).map(|_| "panic".into()).collect(),
                     contained: (0..rng.below(3)).map(|_| ObjectId(id(rng, base))).collect(),
                     returns: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
+                    streaming: rng.below(4) == 0,
+                    backpressure: *rng.pick(&[0, 1, 3, u32::MAX]),
                 }))
             }
         }

@@ -49,6 +49,8 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         retry_on: Vec::new(),
         contained: Box::default(),
         returns: 0,
+        streaming: false,
+        backpressure: 0,
     }
 }
 

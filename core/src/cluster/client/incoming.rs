@@ -85,6 +85,8 @@ impl Client {
                 self.cancelled.lock().insert(t.0);
             }
             HeadOp::Infeasible { task, reason } => super::warn_infeasible(task, &reason),
+            HeadOp::StreamItem(item) => self.receive_item(item),
+            HeadOp::StreamAck(ack) => self.receive_ack(ack),
             HeadOp::Welcome(_) | HeadOp::Alive => {}
         }
     }

@@ -50,6 +50,7 @@ use starling_head::{ClientTx, HeadService};
 mod connect;
 mod incoming;
 mod outbound;
+mod streams;
 
 #[allow(unused_imports)]
 use connect::*;
@@ -114,6 +115,12 @@ pub(crate) struct Client {
     registry: &'static Registry,
     rt: tokio::runtime::Handle,
     cancelled: Mutex<std::collections::HashSet<u64>>,
+    /// The streams of streaming tasks this client submitted, by task.
+    pub(crate) streams: crate::stream::Streams,
+    /// Streaming tasks this worker process runs: items their submitters took (`StreamAck`).
+    producing: Mutex<HashMap<TaskId, u64>>,
+    /// Producers waiting for room wait here.
+    room: parking_lot::Condvar,
     /// Tasks submitted whose result has not arrived yet.
     in_flight: AtomicU64,
     /// Objects whose located value could not be fetched, with the times asked again.
@@ -295,6 +302,9 @@ impl Client {
             registry: Registry::get(),
             rt: rt.clone(),
             cancelled: Mutex::new(Default::default()),
+            streams: Default::default(),
+            producing: Mutex::new(HashMap::new()),
+            room: parking_lot::Condvar::new(),
             in_flight: AtomicU64::new(0),
             refetches: Mutex::new(HashMap::new()),
             adopted: Mutex::new(HashMap::new()),
@@ -539,6 +549,9 @@ impl Client {
                 self.store.fail(ObjectId(id.0 + k), failure.clone());
             }
         };
+        if o.streaming {
+            self.streams.open(id, o.backpressure);
+        }
         match prepare_call(self.registry, owner, id, function, args, o, job) {
             Ok((spec, _)) if spec.args.iter().any(|a| self.arg_is_stale(a)) => {
                 let lost = spec.args.iter().find_map(|a| match a {
