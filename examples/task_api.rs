@@ -783,9 +783,8 @@ fn stream_numbers(n: u64) -> Result<impl Iterator<Item = u64>, String> {
 /// Yields `0..n`, then panics.
 #[starling::remote]
 fn stream_breaks(n: u64) -> starling::Generator<u64> {
-    starling::Generator::new((0..).map(move |i| {
+    starling::Generator::new((0..).inspect(move |&i| {
         assert!(i < n, "the stream broke at item {i}");
-        i
     }))
 }
 
