@@ -17,7 +17,8 @@ use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::rpc::{Empty, Wire};
 use starling_proto::security::{AuthChannel, Credentials};
 use starling_proto::session::{
-    ClientBatch, ClientOp, Hello, ObjectLocation, ObjectValue, Outcome, Returned, TaskDone, Value,
+    ClientBatch, ClientOp, Hello, ObjectLocation, ObjectValue, Outcome, Returned, StreamAck,
+    StreamItem, TaskDone, Value,
 };
 use starling_proto::status::StatusRequest;
 use starling_proto::{
@@ -170,7 +171,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
             }
         }
     };
-    let made = match rng.below(14) {
+    let made = match rng.below(16) {
         0 => {
             let task = id(rng, base);
             let function = *rng.pick(&["f", "", "g#1"]);
@@ -237,6 +238,15 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
             container: ObjectId(id(rng, base)),
             refs: (0..rng.below(4)).map(|_| ObjectId(id(rng, base))).collect(),
         }),
+        12 => Made::Op(ClientOp::StreamItem(StreamItem {
+            task: TaskId(id(rng, base)),
+            index: rng.edgy_u64(),
+            object: ObjectId(id(rng, base)),
+        })),
+        13 => Made::Op(ClientOp::StreamAck(StreamAck {
+            task: TaskId(id(rng, base)),
+            consumed: rng.edgy_u64(),
+        })),
         _ => {
             let task = id(rng, base);
             let outcome = match rng.below(7) {
