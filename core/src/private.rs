@@ -170,16 +170,14 @@ pub fn stream_items<T: RemoteValue>(
     let _done = Done(&rt, task);
     let mut count = 0u64;
     for item in items {
-        let encoded = encode_part(&item)?;
-        drop(item);
-        let nested = encoded.ref_ids();
-        let id = rt.put_bytes(encoded.bytes, nested).map_err(|e| {
-            InvokeError::Application(RemoteError::new("starling::StreamItem", e.to_string()))
+        let item = crate::put(item).map_err(|e| {
+            let type_name = match e {
+                Error::Codec { .. } => "starling::Codec",
+                _ => "starling::StreamItem",
+            };
+            InvokeError::Application(RemoteError::new(type_name, e.to_string()))
         })?;
-        // The nested refs' groups go only now, after the scheduler was told the item holds them.
-        drop(encoded.refs);
-        let item = crate::object_ref::RefHandle::new(id, rt.clone());
-        rt.stream_yield(task, count, item, window);
+        rt.stream_yield(task, count, item.handle, window);
         count += 1;
         if rt.is_cancelled(task) {
             return Err(InvokeError::Application(RemoteError::new(

@@ -358,18 +358,15 @@ pub(crate) fn invoker(
             #call;
             ::starling::__private::encode_return::<()>(&())
         },
-        Return::Value(ty) if f.stream.is_some() => {
-            // An `impl Iterator` cannot be named in a `let`.
-            let encode = encode(ty);
-            quote! {
-                let #value = #call;
-                #encode
-            }
-        }
         Return::Value(ty) => {
             let encode = encode(ty);
+            // An `impl Iterator` cannot be named in a `let`.
+            let binding = match f.stream {
+                Some(_) => quote!(#value),
+                None => quote!(#value: #ty),
+            };
             quote! {
-                let #value: #ty = #call;
+                let #binding = #call;
                 #encode
             }
         }

@@ -93,32 +93,27 @@ pub(crate) fn thread_waker() -> Waker {
 
 /// The worker id of this thread if it executes a task for the backend at address `owner`.
 pub(crate) fn current_worker(owner: usize) -> Option<WorkerId> {
+    with_context(|ctx| ctx.filter(|x| x.owner == owner).map(|x| x.worker))
+}
+
+/// Reads this thread's task context (`None` outside a task).
+fn with_context<R>(f: impl FnOnce(Option<&ExecContext>) -> R) -> R {
     CONTEXT.with(|c| {
         let ctx = c.take();
-        let w = ctx.as_ref().filter(|x| x.owner == owner).map(|x| x.worker);
+        let r = f(ctx.as_ref());
         c.set(ctx);
-        w
+        r
     })
 }
 
 /// The task this thread is executing, if any.
 pub(crate) fn current_task() -> Option<TaskId> {
-    CONTEXT.with(|c| {
-        let ctx = c.take();
-        let t = ctx.as_ref().map(|x| x.task);
-        c.set(ctx);
-        t
-    })
+    with_context(|ctx| ctx.map(|x| x.task))
 }
 
 /// The streaming task this thread is executing, if any, with its backpressure window.
 pub(crate) fn current_stream() -> Option<(TaskId, u32)> {
-    CONTEXT.with(|c| {
-        let ctx = c.take();
-        let t = ctx.as_ref().and_then(|x| Some((x.task, x.stream?)));
-        c.set(ctx);
-        t
-    })
+    with_context(|ctx| ctx.and_then(|x| Some((x.task, x.stream?))))
 }
 
 /// Installs (once) a panic hook that, on executor threads, records the message and a backtrace
@@ -128,12 +123,7 @@ pub(crate) fn install_panic_hook() {
     ONCE.call_once(|| {
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            let in_task = CONTEXT.with(|c| {
-                let ctx = c.take();
-                let yes = ctx.is_some();
-                c.set(ctx);
-                yes
-            });
+            let in_task = with_context(|ctx| ctx.is_some());
             if !in_task {
                 return prev(info);
             }
@@ -360,14 +350,9 @@ fn lost_argument(o: ObjectId) -> TaskOutcome {
 /// with commas, while the task runs; in-process tasks share one process, so there only this
 /// call says which GPUs a task may use.
 pub fn gpu_ids() -> Vec<String> {
-    CONTEXT.with(|c| {
-        let ctx = c.take();
-        let ids = ctx
-            .as_ref()
-            .map(|x| x.gpu_ids.iter().map(|id| id.to_string()).collect())
-            .unwrap_or_default();
-        c.set(ctx);
-        ids
+    with_context(|ctx| {
+        ctx.map(|x| x.gpu_ids.iter().map(|id| id.to_string()).collect())
+            .unwrap_or_default()
     })
 }
 

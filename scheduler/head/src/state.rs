@@ -1225,7 +1225,7 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
                 return Err(bad(&format!("task id {} is already in use", spec.id)));
             }
             for ret in spec.return_objects() {
-                *conn.handles.entry(ret).or_default() += 1;
+                conn.add_handle(ret);
                 // The submitter gets the result pushed when it settles (no request needed).
                 st.out.subscribers.entry(ret).or_default().push(client);
             }
@@ -1240,7 +1240,7 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             if st.core.object_state(object).is_some() {
                 return Err(bad(&format!("object id {object} is already in use")));
             }
-            *conn.handles.entry(object).or_default() += 1;
+            conn.add_handle(object);
             let size = bytes.len() as u64;
             st.out.values.insert(object, bytes);
             reactor::on_put(&mut st.core, object, HEAD_NODE, size);
@@ -1254,7 +1254,7 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             if st.core.object_state(object).is_some() {
                 return Err(bad(&format!("object id {object} is already in use")));
             }
-            *conn.handles.entry(object).or_default() += 1;
+            conn.add_handle(object);
             let at = if l.node == HEAD_NODE { node } else { l.node };
             st.out.locations.insert(object, (at, l.size));
             reactor::on_put(&mut st.core, object, at, l.size);
@@ -1282,7 +1282,7 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             // release finds no handle to drop.
             if reactor::on_add_ref(&mut st.core, &mut st.out, object) {
                 if let Some(conn) = st.out.clients.get_mut(&client) {
-                    *conn.handles.entry(object).or_default() += 1;
+                    conn.add_handle(object);
                 }
             }
         }
@@ -1297,8 +1297,8 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             same_job(&st.session_jobs, job, object.0, "read object")?;
             subscribe(st, client, object);
         }
-        ClientOp::StreamItem(item) => super::streams::on_item(st, client, item)?,
-        ClientOp::StreamAck(ack) => super::streams::on_ack(st, client, ack)?,
+        ClientOp::StreamItem(item) => super::streams::on_item(st, client, worker, item)?,
+        ClientOp::StreamAck(ack) => super::streams::on_ack(st, client, job, ack)?,
         ClientOp::Cancel(t) | ClientOp::CancelForce(t) => {
             let force = matches!(op, ClientOp::CancelForce(_));
             same_job(&st.session_jobs, job, t.0, "cancel task")?;

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use starling_proto::session::{HeadOp, StreamAck, StreamItem};
-use starling_proto::{session_of, TaskId};
+use starling_proto::{session_of, JobId, TaskId, WorkerId};
 use starling_scheduler::{reactor, TaskState};
 use tonic::Status;
 
@@ -29,6 +29,7 @@ pub(crate) struct Streams {
     routes: HashMap<TaskId, Route>,
 }
 
+#[derive(Default)]
 struct Route {
     /// The index of the next item the submitter is to be told.
     next: u64,
@@ -54,9 +55,14 @@ impl Streams {
     }
 }
 
-/// Session `client`, a worker process, yielded `item` of the streaming task it runs.
-pub(crate) fn on_item(st: &mut State, client: u64, item: StreamItem) -> Result<(), Status> {
-    let Some(worker) = st.out.clients.get(&client).and_then(|c| c.worker) else {
+/// Session `client`, a worker process (`worker`), yielded `item` of the streaming task it runs.
+pub(crate) fn on_item(
+    st: &mut State,
+    client: u64,
+    worker: Option<WorkerId>,
+    item: StreamItem,
+) -> Result<(), Status> {
+    let Some(worker) = worker else {
         return Err(bad("only worker processes yield items"));
     };
     own_id(client, item.object.0, "yield object")?;
@@ -77,11 +83,7 @@ pub(crate) fn on_item(st: &mut State, client: u64, item: StreamItem) -> Result<(
     if !st.core.task_spec(task).is_some_and(|s| s.streaming) {
         return Err(bad(&format!("task {task} is not a streaming task")));
     }
-    let route = st.streams.routes.entry(task).or_insert(Route {
-        next: 0,
-        consumed: 0,
-        producer: 0,
-    });
+    let route = st.streams.routes.entry(task).or_default();
     if route.producer != client || index == 0 {
         // A new run (a retry, or the task placed again; item 0 starts every run): it resumes
         // where the submitter is.
@@ -118,14 +120,13 @@ pub(crate) fn on_item(st: &mut State, client: u64, item: StreamItem) -> Result<(
     Ok(())
 }
 
-/// Session `client` took `ack.consumed` items of its streaming task `ack.task`.
-pub(crate) fn on_ack(st: &mut State, client: u64, ack: StreamAck) -> Result<(), Status> {
-    let job = st
-        .out
-        .clients
-        .get(&client)
-        .map(|c| c.job)
-        .ok_or_else(|| bad("unknown session"))?;
+/// Session `client`, of `job`, took `ack.consumed` items of its streaming task `ack.task`.
+pub(crate) fn on_ack(
+    st: &mut State,
+    client: u64,
+    job: JobId,
+    ack: StreamAck,
+) -> Result<(), Status> {
     same_job(st.session_jobs(), job, ack.task.0, "take items of")?;
     if session_of(ack.task.0) != client {
         return Err(Status::permission_denied(format!(
@@ -136,11 +137,7 @@ pub(crate) fn on_ack(st: &mut State, client: u64, ack: StreamAck) -> Result<(), 
     if st.core.task_state(ack.task).is_none() {
         return Ok(());
     }
-    let route = st.streams.routes.entry(ack.task).or_insert(Route {
-        next: 0,
-        consumed: 0,
-        producer: 0,
-    });
+    let route = st.streams.routes.entry(ack.task).or_default();
     if ack.consumed <= route.consumed {
         return Ok(());
     }
