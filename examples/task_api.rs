@@ -365,8 +365,9 @@ fn recursive_cancel() -> anyhow::Result<()> {
         Err(starling::Error::Cancelled { .. }) => {}
         other => bail!("the cancelled parent: {other:?}"),
     }
+    // `fs::write` creates the file before it writes: wait for what it says, not that it exists.
     until("the parent saw its child end", || {
-        dir.join("child").exists()
+        std::fs::read_to_string(dir.join("child")).is_ok_and(|s| !s.is_empty())
     })?;
     let how = std::fs::read_to_string(dir.join("child"))?;
     std::fs::write(dir.join("go"), b"")?;
@@ -747,8 +748,11 @@ fn multiple_returns() -> anyhow::Result<()> {
             other => bail!("a return of a cancelled task: {other:?}"),
         }
     }
-    // The task runs on (a cancel without force only tells it): removing `dir` ends it.
-    std::fs::remove_dir_all(&dir)?;
+    // The task runs on (a cancel without force only tells it): removing `dir` ends it. Its
+    // second hold may note that it started while `dir` is being removed: remove it again then.
+    until("the held task's directory is removed", || {
+        std::fs::remove_dir_all(&dir).is_ok() || !dir.exists()
+    })?;
     Ok(())
 }
 
