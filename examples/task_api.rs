@@ -21,6 +21,7 @@
 //! ```
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
@@ -225,6 +226,69 @@ async fn echo_over_loopback(msg: String) -> String {
 fn async_io() -> anyhow::Result<()> {
     let back = starling::get_timeout(&echo_over_loopback::remote("ping".to_string()), LONG)?;
     ensure!(back == "ping", "echoed {back:?}");
+    Ok(())
+}
+
+/// Notes itself in `dir` (a file `started-i`), then waits, with tokio's timers, until `n` tasks
+/// have; so it ends only if `n` of its tasks run at the same time (or after [`LONG`]). Echoes
+/// over loopback on the way (tokio I/O in a task run beside others). Returns whether all `n`
+/// met, its process and its thread.
+#[starling::remote(max_concurrency = 4, num_cpus = 0.0)]
+async fn gather(i: u64, n: usize, dir: PathBuf) -> (bool, u32, String) {
+    let echoed = echo_over_loopback(format!("task {i}")).await;
+    assert_eq!(echoed, format!("task {i}"));
+    std::fs::write(dir.join(format!("started-{i}")), b"").expect("note the start");
+    let deadline = Instant::now() + LONG;
+    let met = loop {
+        let started = std::fs::read_dir(&dir)
+            .map(|d| d.filter(|e| e.is_ok()).count())
+            .unwrap_or(0);
+        if started >= n {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let thread = format!("{:?}", std::thread::current().id());
+    (met, std::process::id(), thread)
+}
+
+/// `max_concurrency`: one worker runs several tasks of an async function at once.
+fn async_concurrency() -> anyhow::Result<()> {
+    let dir = scratch("async-concurrency")?;
+    // Four tasks that can end only together: with `max_concurrency = 4`, one worker (a
+    // process, or in-process an executor thread) runs all four. They hold no CPU, so tasks of
+    // earlier checks still running cannot keep them apart (what each holds is the scheduler's
+    // tests' business).
+    let refs: Vec<_> = (0..4).map(|i| gather::remote(i, 4, dir.clone())).collect();
+    let got = starling::get_all_timeout(&refs, LONG + LONG)?;
+    ensure!(
+        got.iter().all(|g| g.0),
+        "the tasks did not all run at once: {got:?}"
+    );
+    // One worker: in-process an executor thread, in a cluster a worker process.
+    let one_worker = |g: &(bool, u32, String)| {
+        g.1 == got[0].1 && (!IN_PROCESS.load(Ordering::Relaxed) || g.2 == got[0].2)
+    };
+    ensure!(
+        got.iter().all(one_worker),
+        "not one worker ran them: {got:?}"
+    );
+    std::fs::remove_dir_all(&dir)?;
+    // The limit set for one call: two tasks that allow two at once meet too.
+    let dir = scratch("async-concurrency-2")?;
+    let pair: Vec<_> = (0..2)
+        .map(|i| {
+            gather::options()
+                .max_concurrency(2)
+                .remote(i, 2, dir.clone())
+        })
+        .collect();
+    let got = starling::get_all_timeout(&pair, LONG + LONG)?;
+    ensure!(got.iter().all(|g| g.0), "a pair did not meet: {got:?}");
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
 
@@ -903,8 +967,12 @@ fn streaming() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether this run uses the in-process runtime (`--in-process`).
+static IN_PROCESS: AtomicBool = AtomicBool::new(false);
+
 fn main() -> anyhow::Result<()> {
     let in_process = std::env::args().any(|a| a == "--in-process");
+    IN_PROCESS.store(in_process, Ordering::Relaxed);
     let _rt = if in_process {
         let rt = starling::Runtime::in_process(2)?;
         let guard = rt.enter();
@@ -912,7 +980,7 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 15] = [
+    let checks: [(&str, Check); 16] = [
         // First: they count the objects in the directory, which later checks leave behind
         // (held by tasks still running) for a while.
         ("refs_as_values", refs_as_values),
@@ -929,6 +997,7 @@ fn main() -> anyhow::Result<()> {
         ("placement", placement),
         ("threads_get", threads_get),
         ("async_io", async_io),
+        ("async_concurrency", async_concurrency),
         ("retry_filter", retry_filter),
     ];
     for (name, check) in checks {

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 15] = [
+const CHECKS: [&str; 16] = [
     "refs_as_values",
     "nested_lifetime",
     "refs_through_processes",
@@ -23,6 +23,7 @@ const CHECKS: [&str; 15] = [
     "placement",
     "threads_get",
     "async_io",
+    "async_concurrency",
     "retry_filter",
 ];
 

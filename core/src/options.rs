@@ -18,6 +18,8 @@ pub struct TaskOptions {
     pub(crate) streaming: bool,
     /// For a streaming call: items the task may yield ahead of the caller (0: no limit).
     pub(crate) backpressure: u32,
+    /// For an `async` function: how many of its tasks one worker may run at once (0 or 1: one).
+    pub(crate) max_concurrency: u32,
 }
 
 impl Default for TaskOptions {
@@ -32,6 +34,7 @@ impl Default for TaskOptions {
             returns: 0,
             streaming: false,
             backpressure: 0,
+            max_concurrency: 1,
         }
     }
 }
@@ -118,6 +121,18 @@ impl TaskOptions {
     /// task keeps its resources; dropping the generator lets it go on. Ignored by other tasks.
     pub fn backpressure(mut self, n: u32) -> Self {
         self.backpressure = n;
+        self
+    }
+
+    /// For an `async` function: one worker runs up to `n` of its tasks at once, interleaved on
+    /// one thread (each `.await` lets another run), each holding its own resources, so a node
+    /// with 2 CPUs runs 8 tasks of `num_cpus(0.25)` in one worker process instead of 8.
+    /// A worker runs tasks together only while each of them allows that many; other tasks wait
+    /// for a worker of their own. Default 1: one task at a time, as for every other function
+    /// (whose `options()` has no such setting). A blocking `starling::get` inside such a task
+    /// holds up the others on its worker: `.await` the ref instead.
+    pub fn max_concurrency(mut self, n: u32) -> Self {
+        self.max_concurrency = n.max(1);
         self
     }
 

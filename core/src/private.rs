@@ -43,6 +43,19 @@ pub enum InvokeError {
 /// The type-erased entry point of a remote function: encoded arguments in, encoded value out.
 pub type InvokeFn = fn(&[&[u8]]) -> Result<Vec<u8>, InvokeError>;
 
+/// A running call of an async remote function: its encoded value, once it ends. Polled on the
+/// executor thread that started it (it need not be `Send`).
+pub type TaskFuture = std::pin::Pin<Box<dyn Future<Output = Result<Vec<u8>, InvokeError>>>>;
+
+/// The entry point of an async remote function that can run beside others on one worker
+/// (`max_concurrency`): decodes the arguments and returns the call's future.
+pub type InvokeAsyncFn = fn(&[&[u8]]) -> Result<TaskFuture, InvokeError>;
+
+/// Boxes the future of an async call (so the `#[remote]` stub need not name its type).
+pub fn task_future(f: impl Future<Output = Result<Vec<u8>, InvokeError>> + 'static) -> TaskFuture {
+    Box::pin(f)
+}
+
 /// Checks that a task carries exactly the `expected` number of arguments.
 pub fn check_arity(args: &[&[u8]], expected: usize) -> Result<(), InvokeError> {
     if args.len() == expected {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use crate::__private::InvokeFn;
+use crate::__private::{InvokeAsyncFn, InvokeFn};
 
 /// One registered function (emitted by `#[remote]`).
 #[doc(hidden)]
@@ -17,12 +17,31 @@ use crate::__private::InvokeFn;
 pub struct Registration {
     pub(crate) name: &'static str,
     pub(crate) invoke: InvokeFn,
+    pub(crate) invoke_async: Option<InvokeAsyncFn>,
 }
 
 impl Registration {
     /// A registration of `invoke` under `name`.
     pub const fn new(name: &'static str, invoke: InvokeFn) -> Self {
-        Registration { name, invoke }
+        Registration {
+            name,
+            invoke,
+            invoke_async: None,
+        }
+    }
+
+    /// A registration of an async function, whose tasks may also run together on one worker
+    /// through `invoke_async`.
+    pub const fn with_async(
+        name: &'static str,
+        invoke: InvokeFn,
+        invoke_async: InvokeAsyncFn,
+    ) -> Self {
+        Registration {
+            name,
+            invoke,
+            invoke_async: Some(invoke_async),
+        }
     }
 }
 
@@ -33,6 +52,8 @@ pub static REMOTE_FUNCTIONS: [Registration];
 pub(crate) struct Entry {
     pub name: Arc<str>,
     pub invoke: InvokeFn,
+    /// For an async function: its entry point for tasks run together (`max_concurrency`).
+    pub invoke_async: Option<InvokeAsyncFn>,
 }
 
 pub(crate) struct Registry {
@@ -55,6 +76,7 @@ impl Registry {
                         v.insert(Entry {
                             name: Arc::from(r.name),
                             invoke: r.invoke,
+                            invoke_async: r.invoke_async,
                         });
                     }
                 }

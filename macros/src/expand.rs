@@ -44,7 +44,9 @@ pub(crate) fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
     let options = syn::parse2::<RemoteOptions>(attr);
     let analyzed = signature::analyze(&function);
     match (options, analyzed) {
-        (Ok(options), Ok(analyzed)) => match returned_parts(&analyzed, &options) {
+        (Ok(options), Ok(analyzed)) => match check_concurrency(&analyzed, &options)
+            .and_then(|()| returned_parts(&analyzed, &options))
+        {
             Ok(parts) => expand(&function, &analyzed, &options, parts.as_deref()),
             Err(e) => with_item(e, item),
         },
@@ -61,6 +63,34 @@ pub(crate) fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
 pub(crate) fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
     let errors = error.to_compile_error();
     quote!(#errors #item)
+}
+
+/// `max_concurrency` is for `async` functions: their tasks interleave at `.await`s on one
+/// thread. A streaming function may pause for its caller, so it runs alone.
+fn check_concurrency(f: &RemoteFn, options: &RemoteOptions) -> syn::Result<()> {
+    let Some(value) = &options.max_concurrency else {
+        return Ok(());
+    };
+    let span = match value {
+        crate::options::Value::Lit(_, span) => *span,
+        crate::options::Value::Expr(e) => e.span(),
+    };
+    if !f.is_async {
+        return Err(syn::Error::new(
+            span,
+            "`max_concurrency` needs an `async fn`: a worker runs several tasks at once by \
+             interleaving them at their `.await`s; make the function `async`, or leave \
+             `max_concurrency` out to run its tasks one at a time",
+        ));
+    }
+    if f.stream.is_some() {
+        return Err(syn::Error::new(
+            span,
+            "`max_concurrency` does not go with a function that returns an iterator: a \
+             streaming task may pause until its caller takes items, so it runs alone",
+        ));
+    }
+    Ok(())
 }
 
 /// With `num_returns = N` (N > 1), the types of the N values the function returns as a tuple;
@@ -153,6 +183,30 @@ fn expand(
 
     let checks = type_checks(f);
     let invoker = invoker(f, &args, &checks, parts);
+    // An async function's tasks can run together on one worker (`max_concurrency`): it has an
+    // entry point that returns its future instead of running it to the end.
+    let concurrent = f.is_async && f.stream.is_none();
+    let (concurrency_method, registration) = if concurrent {
+        (
+            quote! {
+                /// Lets one worker run up to `n` tasks of this async function at once,
+                /// interleaved at their `.await`s, each holding its own resources (default 1).
+                pub fn max_concurrency(self, n: u32) -> Self {
+                    Self(self.0.max_concurrency(n))
+                }
+            },
+            quote! {
+                ::starling::__private::Registration::with_async(
+                    #name::NAME, #name::__invoke, #name::__invoke_async
+                )
+            },
+        )
+    } else {
+        (
+            TokenStream::new(),
+            quote!(::starling::__private::Registration::new(#name::NAME, #name::__invoke)),
+        )
+    };
     let returns = Ident::new("returns", Span::mixed_site());
     let submit = match parts {
         None if f.stream.is_some() => {
@@ -268,6 +322,8 @@ fn expand(
                 Self(self.0.backpressure(n))
             }
 
+            #concurrency_method
+
             /// Sets where the task may run.
             pub fn scheduling_strategy(self, strategy: ::starling::SchedulingStrategy) -> Self {
                 Self(self.0.scheduling_strategy(strategy))
@@ -298,8 +354,7 @@ fn expand(
                 ::starling::__private::REMOTE_FUNCTIONS
             )]
             #[linkme(crate = ::starling::__private::linkme)]
-            static REGISTRATION: ::starling::__private::Registration =
-                ::starling::__private::Registration::new(#name::NAME, #name::__invoke);
+            static REGISTRATION: ::starling::__private::Registration = #registration;
         };
 
         #(#cfgs)*
@@ -328,13 +383,15 @@ pub(crate) fn invoker(
         .map(|(index, (arg, local))| {
             let ty = &arg.ty;
             quote!(let #local = ::starling::__private::decode_arg::<#ty>(#args, #index)?;)
-        });
+        })
+        .collect::<Vec<_>>();
     let count = f.args.len();
     let call = if f.is_async {
         quote!(::starling::__private::block_on(#name(#(#locals),*)))
     } else {
         quote!(#name(#(#locals),*))
     };
+    let future = Ident::new("future", Span::mixed_site());
     let value = Ident::new("value", Span::mixed_site());
     // Encodes `value` (of type `ty`): whole, or each element of the tuple as its own object, or
     // for a streaming function, each item as it comes.
@@ -353,7 +410,7 @@ pub(crate) fn invoker(
             }
         }
     };
-    let body = match &f.ret {
+    let body_of = |call: TokenStream| match &f.ret {
         Return::Unit => quote! {
             #call;
             ::starling::__private::encode_return::<()>(&())
@@ -391,6 +448,31 @@ pub(crate) fn invoker(
             }
         }
     };
+    let body = body_of(call);
+    // For an async function, also the entry point that runs it as one of several tasks on a
+    // worker: the arguments are decoded now, the value encoded when the future ends.
+    let async_entry = if f.is_async && f.stream.is_none() {
+        let body = body_of(quote!(#future.await));
+        quote! {
+            #[doc(hidden)]
+            pub fn __invoke_async(
+                #args: &[&[u8]],
+            ) -> ::core::result::Result<
+                ::starling::__private::TaskFuture,
+                ::starling::__private::InvokeError,
+            > {
+                #checks
+                ::starling::__private::check_arity(#args, #count)?;
+                #(#decodes)*
+                let #future = #name(#(#locals),*);
+                ::core::result::Result::Ok(::starling::__private::task_future(async move {
+                    #body
+                }))
+            }
+        }
+    } else {
+        TokenStream::new()
+    };
     quote! {
         #[doc(hidden)]
         pub fn __invoke(
@@ -401,6 +483,8 @@ pub(crate) fn invoker(
             #(#decodes)*
             #body
         }
+
+        #async_entry
     }
 }
 

@@ -23,6 +23,7 @@ pub(crate) const KNOWN_OPTIONS: &[&str] = &[
     "retry_exceptions",
     "scheduling_strategy",
     "num_returns",
+    "max_concurrency",
 ];
 
 /// A checked option value: a literal the macro understood, or an expression left to the compiler.
@@ -95,6 +96,8 @@ pub(crate) struct RemoteOptions {
     pub(crate) scheduling_strategy: Option<Expr>,
     /// `num_returns = N`: the function returns an N-tuple, each element its own object.
     pub(crate) num_returns: Option<(u32, Span)>,
+    /// `max_concurrency = N`: an async function's tasks, up to N at once on one worker.
+    pub(crate) max_concurrency: Option<Value<u32>>,
 }
 
 /// One entry of `retry_exceptions = [..]`.
@@ -125,6 +128,9 @@ impl RemoteOptions {
         }
         if let Some(v) = &self.retry_exceptions {
             calls.extend(quote!(.retry_exceptions(#v)));
+        }
+        if let Some(v) = &self.max_concurrency {
+            calls.extend(quote!(.max_concurrency(#v)));
         }
         for r in &self.retry_on {
             calls.extend(match r {
@@ -196,6 +202,10 @@ impl Parse for RemoteOptions {
                         .replace(strategy(value)?)
                         .is_some(),
                     "num_returns" => options.num_returns.replace(returns(value)?).is_some(),
+                    "max_concurrency" => options
+                        .max_concurrency
+                        .replace(count(&key, value)?)
+                        .is_some(),
                     _ => unreachable!("every known option has a parser"),
                 };
                 if seen {

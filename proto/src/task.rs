@@ -87,6 +87,10 @@ pub struct TaskSpec {
     /// For a streaming task: how many items it may yield ahead of what the submitter took
     /// (0: no limit, as Ray's default). The producer pauses while it is that far ahead.
     pub backpressure: u32,
+    /// For a task of an `async` function: how many such tasks one worker may run at once,
+    /// interleaved on its executor thread, each holding its own resources (0 or 1: one at a
+    /// time, the default). A worker runs several only while every one of them allows that many.
+    pub max_concurrency: u32,
 }
 
 impl TaskSpec {

@@ -98,6 +98,7 @@ impl From<TaskSpec> for pb::TaskSpec {
             returns: t.returns,
             streaming: t.streaming,
             backpressure: t.backpressure,
+            max_concurrency: t.max_concurrency,
         }
     }
 }
@@ -143,6 +144,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             returns: t.returns,
             streaming: t.streaming,
             backpressure: t.backpressure,
+            max_concurrency: t.max_concurrency,
         })
     }
 }
@@ -298,6 +300,7 @@ mod tests {
             returns: 3,
             streaming: true,
             backpressure: 8,
+            max_concurrency: 4,
         }
     }
 

@@ -7,6 +7,8 @@
 //! - A task is in exactly one place: waiting for `missing > 0` dependencies, in one ready queue,
 //!   in the infeasible set, or running on one worker. Finished tasks leave the table.
 //! - A worker is idle (listed in its node's `idle` stack) if and only if it runs no task.
+//! - A worker with `concurrency > 1` holds the sum of its tasks' resources, runs fewer than
+//!   `concurrency` of them, none pipelined, none with GPUs; any other worker holds one task's.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -129,6 +131,11 @@ pub(crate) struct WorkerState {
     /// Its connection is gone and it waits to be removed (its exit is being reported): it
     /// is handed nothing more, not even behind its own tasks.
     pub draining: bool,
+    /// How many tasks it may run at once (1: one, the others pipelined behind it). Above 1
+    /// its tasks are async tasks run together (`TaskSpec::max_concurrency`), each holding its
+    /// own resources, and it takes such tasks while it has fewer than this many: the smallest
+    /// `max_concurrency` of the tasks it runs.
+    pub concurrency: u32,
 }
 
 /// A scheduling class: tasks with the same resource shape and strategy queue together, so a

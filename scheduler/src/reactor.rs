@@ -111,6 +111,7 @@ pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: Wo
             blocked_tasks: 0,
             lent: ResourceSet::new(),
             warm: None,
+            concurrency: 1,
         },
     );
 }
@@ -294,7 +295,7 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     let entry = &core.tasks[&task];
     let class = entry.class as usize;
     let depth = class_depth(core, class);
-    if depth <= 1 {
+    if depth <= 1 || concurrency_of(&entry.spec) > 1 {
         return false;
     }
     let mut worker = None;
@@ -329,7 +330,12 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     let Some(w) = core.workers.get_mut(&worker) else {
         return false;
     };
-    if w.draining || w.job != job || w.class as usize != class || w.tasks.len() >= depth {
+    if w.draining
+        || w.concurrency > 1
+        || w.job != job
+        || w.class as usize != class
+        || w.tasks.len() >= depth
+    {
         return false;
     }
     hand_to_busy_worker(core, t, worker, task);
@@ -505,7 +511,31 @@ pub fn on_task_done(
     let last = w.tasks.back().copied();
     let node = &mut core.nodes[w.node];
     let node_id = node.id;
-    if w.tasks.is_empty() {
+    if w.concurrency > 1 && !w.tasks.is_empty() {
+        // One of several tasks run together: what it held goes back, the others keep theirs.
+        // Its CPUs were lent (they are in `available` already) if the worker is blocked.
+        if let Some(e) = core.tasks.get(&task) {
+            let mut back = e.spec.resources.clone();
+            if w.blocked {
+                let cpus = back.cpu_units();
+                back.set_units("CPU", 0);
+                let lent = w.lent.cpu_units();
+                w.lent.set_units("CPU", lent.saturating_sub(cpus));
+            }
+            w.held.subtract(&back);
+            node.available.add(&back);
+        }
+        let tasks = &core.tasks;
+        w.concurrency = w
+            .tasks
+            .iter()
+            .filter_map(|x| tasks.get(x))
+            .map(|e| e.spec.max_concurrency)
+            .min()
+            .unwrap_or(1)
+            .max(1);
+    } else if w.tasks.is_empty() {
+        w.concurrency = 1;
         let held = std::mem::take(&mut w.held);
         w.blocked = false;
         w.blocked_tasks = 0;
@@ -840,6 +870,11 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                 continue;
             }
             let restricted = core.restricted_jobs.contains(&class.job);
+            if join_concurrent(core, t, c, task) {
+                core.classes[c].queue.pop_front();
+                continue;
+            }
+            let class = &core.classes[c];
             match place(
                 &core.nodes,
                 &class.resources,
@@ -913,9 +948,74 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     w.class = entry.class;
     w.held = entry.spec.resources.clone();
     w.warm = first;
+    w.concurrency = concurrency_of(&entry.spec);
     let gpu_ids = node.gpus.ids(&gpus);
     w.gpus = gpus;
     t.dispatch(node.id, worker, &entry.spec, &gpu_ids);
+}
+
+/// How many tasks a worker that starts `spec` may run together with it: its `max_concurrency`,
+/// or 1 for a task holding GPUs (its worker is shown the GPU ids of one grant).
+fn concurrency_of(spec: &TaskSpec) -> u32 {
+    if spec.resources.units("GPU") > 0 {
+        1
+    } else {
+        spec.max_concurrency.max(1)
+    }
+}
+
+/// Starts `task` on a worker that runs tasks together (`concurrency > 1`) and has room for it,
+/// on a node where its resources are free and its strategy allows; the fullest such worker, so
+/// such tasks gather in as few processes as they can. Returns whether it did.
+fn join_concurrent(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId) -> bool {
+    let Some(entry) = core.tasks.get(&task) else {
+        return false;
+    };
+    let want = concurrency_of(&entry.spec);
+    if want <= 1 {
+        return false;
+    }
+    let class = &core.classes[class];
+    let restricted = core.restricted_jobs.contains(&class.job);
+    let pinned = match class.strategy {
+        SchedulingStrategy::NodeAffinity { node, soft: false } => Some(node),
+        _ => None,
+    };
+    let best = core
+        .workers
+        .iter()
+        .filter(|(_, w)| {
+            let node = &core.nodes[w.node];
+            w.job == class.job
+                && w.concurrency > 1
+                && !w.draining
+                && !w.blocked
+                && !w.tasks.is_empty()
+                && (w.tasks.len() as u32) < w.concurrency.min(want)
+                && node.alive
+                && node.serves(class.job, restricted)
+                && pinned.is_none_or(|n| n == node.id)
+                && node.available.contains(&class.resources)
+        })
+        .max_by_key(|(id, w)| (w.tasks.len(), std::cmp::Reverse(**id)))
+        .map(|(id, _)| *id);
+    let Some(worker) = best else {
+        return false;
+    };
+    let resources = class.resources.clone();
+    let w = core.workers.get_mut(&worker).expect("listed");
+    let node = &mut core.nodes[w.node];
+    node.available.subtract(&resources);
+    w.held.add(&resources);
+    w.tasks.push_back(task);
+    w.concurrency = w.concurrency.min(want);
+    let entry = core.tasks.get_mut(&task).expect("live");
+    entry.state = TaskState::Running {
+        node: node.id,
+        worker,
+    };
+    t.dispatch(node.id, worker, &entry.spec, &[]);
+    true
 }
 
 /// A worker reports that `task` ran for `micros` microseconds. Pipelines are sized from it: a
@@ -995,6 +1095,10 @@ pub const PIPELINE_WINDOW_US: f64 = 2_000.0;
 /// what it is handed on a spare thread, so the children of a task that waits for them run in its
 /// own process instead of a new one per level of nesting.
 fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId) -> bool {
+    if concurrency_of(&core.tasks[&task].spec) > 1 {
+        // Run together with others of its kind, or on a worker of its own; never behind one.
+        return false;
+    }
     let depth = class_depth(core, class);
     // A worker blocked in `get` runs what it is handed at once, on a spare thread, so it takes a
     // full pipeline whatever the class's runtime.
@@ -1019,6 +1123,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
         .filter(|(_, w)| {
             w.job == job
                 && !w.draining
+                && w.concurrency <= 1
                 && !w.tasks.is_empty()
                 && w.class as usize == class
                 && w.tasks.len() < limit(w)

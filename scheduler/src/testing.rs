@@ -151,5 +151,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         returns: 0,
         streaming: false,
         backpressure: 0,
+        max_concurrency: 0,
     }
 }

@@ -26,7 +26,8 @@ use super::env;
 use super::objects::{self, LocalStore};
 use crate::object_ref::RefHandle;
 use crate::registry::build_id;
-use crate::runtime::exec::{self, Invoked};
+use crate::runtime::exec::{self, Invoked, Started};
+use crate::runtime::lane::{Lane, Signal};
 use crate::runtime::Runtime;
 
 /// Runs before `main` (Linux: an `.init_array` entry). Does nothing unless this process was
@@ -134,6 +135,7 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
         times: Mutex::default(),
         fetched: Mutex::default(),
         gpus_shown: Mutex::default(),
+        signal: Arc::default(),
     });
     let _ = POOL.set(pool.clone());
     // Kept mappings of objects freed while this process is idle go within a second.
@@ -178,6 +180,8 @@ struct Pool {
     fetched: Mutex<FetchCache>,
     /// What `CUDA_VISIBLE_DEVICES` was last set to here (`None`: never, as started).
     gpus_shown: Mutex<Option<String>>,
+    /// Wakes the threads driving async tasks run together when a task arrives.
+    signal: Arc<Signal>,
 }
 
 /// Fetched values, oldest dropped first beyond [`FETCH_CACHE_BYTES`]; and the mapped store
@@ -369,21 +373,47 @@ impl Pool {
     fn executor(self: &Arc<Self>) {
         let worker = self.client.worker.unwrap_or_default();
         let owner = Arc::as_ptr(&self.client) as usize;
+        // Async tasks this thread runs together (`max_concurrency`), driven whenever no task
+        // waits to be started. They stay out of the gate: the head hands such tasks only to a
+        // worker running no other kind, so they never compete with a task run alone. (Another
+        // thread may run a lane too, after a spare thread took one of them.)
+        let lane = Lane::new(self.signal.clone());
         loop {
-            self.idle.fetch_add(1, Ordering::SeqCst);
-            // No idle spin here, unlike the in-process executors: a worker process's next task
-            // comes from the head, which needs the core a spinning worker would hold (on two
-            // cores, local cluster, noop_tasks_async: 97.5k tasks/s without the spin, 90.8k with
-            // a 50 us spin; the sync round trip is no slower).
-            if self.runs.is_empty() {
-                self.report();
-            }
-            let run = self.runs.recv();
-            self.idle.fetch_sub(1, Ordering::SeqCst);
+            let run = if lane.in_flight() > 0 {
+                match self.runs.try_recv() {
+                    Ok(run) => Ok(run),
+                    Err(crossbeam::channel::TryRecvError::Empty) => {
+                        self.report();
+                        IN_LANE.with(|l| l.set(true));
+                        lane.drive(|| !self.runs.is_empty());
+                        IN_LANE.with(|l| l.set(false));
+                        continue;
+                    }
+                    Err(crossbeam::channel::TryRecvError::Disconnected) => Err(()),
+                }
+            } else {
+                self.idle.fetch_add(1, Ordering::SeqCst);
+                // No idle spin here, unlike the in-process executors: a worker process's next
+                // task comes from the head, which needs the core a spinning worker would hold
+                // (on two cores, local cluster, noop_tasks_async: 97.5k tasks/s without the
+                // spin, 90.8k with a 50 us spin; the sync round trip is no slower).
+                if self.runs.is_empty() {
+                    self.report();
+                }
+                let run = self.runs.recv();
+                self.idle.fetch_sub(1, Ordering::SeqCst);
+                run.map_err(|_| ())
+            };
             let Ok(run) = run else {
                 self.report();
                 return;
             };
+            // A task of an async function that may run beside others starts in the lane (if
+            // its function is not async in this build, it runs alone, as any task).
+            if run.spec.max_concurrency > 1 && self.is_async(&run.spec) {
+                self.start_concurrent(owner, worker, run, &lane);
+                continue;
+            }
             let short = self.is_short(&run);
             if !short || UNREPORTED.with(|u| u.borrow().due()) {
                 self.report();
@@ -530,6 +560,18 @@ thread_local! {
         const { std::cell::Cell::new((None, Duration::ZERO)) };
 }
 
+/// The session handed this process a task: threads driving async tasks look at it.
+pub(crate) fn run_arrived() {
+    if let Some(pool) = POOL.get() {
+        pool.signal.notify();
+    }
+}
+
+thread_local! {
+    /// Whether this thread is driving async tasks run together (outside the gate).
+    static IN_LANE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// A task of this worker process blocked (`true`) in `get`, or resumed (`false`).
 pub(crate) fn task_blocked(blocked: bool) {
     BLOCKED.with(|b| {
@@ -541,6 +583,15 @@ pub(crate) fn task_blocked(blocked: bool) {
         });
     });
     let Some(pool) = POOL.get() else { return };
+    if IN_LANE.with(|l| l.get()) {
+        // An async task run beside others waits in a blocking `get` (it should `.await`): the
+        // lane's thread is outside the gate; make sure another thread takes new tasks.
+        if blocked {
+            pool.report();
+            pool.spare_thread();
+        }
+        return;
+    }
     if blocked {
         // What this thread finished before may be what the wait is for.
         pool.report();
@@ -587,20 +638,12 @@ impl Pool {
         run: RunTask,
         holds: &mut TaskHolds,
     ) -> (Option<std::sync::Arc<str>>, TaskDone) {
-        let client = &self.client;
         let spec = run.spec;
         let task = spec.id.0;
         self.started(task);
         let gpu_ids = self.use_gpus(run.gpu_ids);
         let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, holds);
-        let value = match &done.outcome {
-            Outcome::Inline(bytes) => Some(Blob::new(bytes.clone())),
-            Outcome::Stored(_) => client.local_store().and_then(|l| {
-                let id = spec.return_object();
-                Blob::map_object(&l.dir.join(id.0.to_string()), id.0, client.head_epoch()).ok()
-            }),
-            _ => None,
-        };
+        let value = self.local_value(&spec, &done.outcome);
         self.finished(task, value);
         (Some(spec.function), done)
     }
@@ -633,29 +676,26 @@ impl Pool {
         Outcome::Returns(values)
     }
 
-    fn run_spec(
+    /// `spec`'s arguments: inline bytes as they came (`None` here), located objects from this
+    /// host's store, fetched from their node, or made by a task before it on this worker. The
+    /// task's report instead if it cannot run (cancelled, or an argument is lost).
+    fn arguments(
         &self,
-        owner: usize,
-        worker: starling_proto::WorkerId,
         spec: &TaskSpec,
-        gpu_ids: Vec<std::sync::Arc<str>>,
         resolved: &[ResolvedArg],
         holds: &mut TaskHolds,
-    ) -> TaskDone {
+    ) -> Result<Vec<Option<Blob>>, TaskDone> {
         let client = &self.client;
-        let task = spec.id;
         let failed = |outcome| TaskDone {
-            task,
+            task: spec.id,
             outcome,
             runtime_us: 0,
         };
         if client.is_cancelled(spec.id) {
             let e =
                 starling_proto::RemoteError::new("starling::Cancelled", "cancelled before it ran");
-            return failed(Outcome::Failed(e));
+            return Err(failed(Outcome::Failed(e)));
         }
-        // Resolve arguments: inline bytes as they came, located objects from this host's store
-        // (or fetched from their node).
         let mut blobs: Vec<Option<Blob>> = Vec::with_capacity(resolved.len());
         for a in resolved {
             match a {
@@ -664,7 +704,7 @@ impl Pool {
                     None => {
                         let why = format!("argument object {o} was not made on this worker");
                         let e = starling_proto::RemoteError::new("starling::ObjectLost", why);
-                        return failed(Outcome::BadArgument(e));
+                        return Err(failed(Outcome::BadArgument(e)));
                     }
                 },
                 ResolvedArg::Location(l) => {
@@ -708,28 +748,36 @@ impl Pool {
                                 "starling::ObjectLost",
                                 e.to_string(),
                             );
-                            return failed(Outcome::BadArgument(e));
+                            return Err(failed(Outcome::BadArgument(e)));
                         }
                     }
                 }
                 ResolvedArg::Inline(_) => blobs.push(None),
             }
         }
-        let args: Vec<&[u8]> = resolved
-            .iter()
-            .zip(&blobs)
-            .map(|(a, b)| match (a, b) {
-                (ResolvedArg::Inline(bytes), _) => bytes.as_slice(),
-                (_, Some(b)) => &**b,
-                _ => &[],
-            })
-            .collect();
+        Ok(blobs)
+    }
+
+    fn run_spec(
+        &self,
+        owner: usize,
+        worker: starling_proto::WorkerId,
+        spec: &TaskSpec,
+        gpu_ids: Vec<std::sync::Arc<str>>,
+        resolved: &[ResolvedArg],
+        holds: &mut TaskHolds,
+    ) -> TaskDone {
+        let blobs = match self.arguments(spec, resolved, holds) {
+            Ok(blobs) => blobs,
+            Err(done) => return done,
+        };
+        let args = encoded_args(resolved, &blobs);
         mark(Some(spec.id));
         let started = std::time::Instant::now();
         BLOCKED.with(|b| b.set((None, Duration::ZERO)));
         let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
         let invoked = exec::invoke(
-            client.registry(),
+            self.client.registry(),
             owner,
             worker,
             spec,
@@ -744,6 +792,21 @@ impl Pool {
         if POOL.get().is_none_or(|p| p.runs.is_empty()) {
             mark(None);
         }
+        let done = self.done_of(spec, invoked, holds, runtime_us);
+        holds.blobs.extend(blobs.into_iter().flatten());
+        done
+    }
+
+    /// The report of `spec`'s run that ended as `invoked`: its values stored (large ones in
+    /// this node's store), the refs they hold kept in `holds` until the report is sent.
+    fn done_of(
+        &self,
+        spec: &TaskSpec,
+        invoked: Invoked,
+        holds: &mut TaskHolds,
+        runtime_us: u64,
+    ) -> TaskDone {
+        let client = &self.client;
         let outcome = match invoked {
             Invoked::Value(bytes, refs) if spec.return_count() > 1 => {
                 holds.nested = refs;
@@ -770,13 +833,115 @@ impl Pool {
             Invoked::BadArgument(e) => Outcome::BadArgument(e),
             Invoked::NotFound => Outcome::FunctionNotFound(build_id().to_string()),
         };
-        holds.blobs.extend(blobs.into_iter().flatten());
         TaskDone {
-            task,
+            task: spec.id,
             outcome,
             runtime_us,
         }
     }
+
+    /// Whether `spec`'s function is async in this build (has an entry point for tasks run
+    /// together).
+    fn is_async(&self, spec: &TaskSpec) -> bool {
+        self.client
+            .registry()
+            .lookup(&spec.function)
+            .is_some_and(|e| e.invoke_async.is_some())
+    }
+
+    /// Starts `run`, a task of an async function that may run beside others, in this thread's
+    /// `lane`; it reports itself when it ends.
+    fn start_concurrent(
+        self: &Arc<Self>,
+        owner: usize,
+        worker: starling_proto::WorkerId,
+        run: RunTask,
+        lane: &Lane,
+    ) {
+        let registry = self.client.registry();
+        let spec = run.spec;
+        self.started(spec.id.0);
+        let began = Instant::now();
+        let mut holds = TaskHolds::default();
+        let blobs = match self.arguments(&spec, &run.args, &mut holds) {
+            Ok(blobs) => blobs,
+            Err(done) => {
+                self.ended(&spec, done, holds);
+                return;
+            }
+        };
+        let args = encoded_args(&run.args, &blobs);
+        let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
+        // Tasks run together hold no GPUs (the scheduler runs those alone).
+        let started =
+            exec::start_async(registry, owner, worker, &spec, Vec::new(), &args, &sources);
+        drop(args);
+        holds.blobs.extend(blobs.into_iter().flatten());
+        match started {
+            Some(Started::Running(future)) => {
+                let pool = self.clone();
+                lane.spawn(async move {
+                    let invoked = future.await;
+                    let runtime_us = began.elapsed().as_micros() as u64;
+                    let done = pool.done_of(&spec, invoked, &mut holds, runtime_us);
+                    pool.ended(&spec, done, holds);
+                });
+            }
+            Some(Started::Ended(invoked)) => {
+                let done = self.done_of(&spec, invoked, &mut holds, 0);
+                self.ended(&spec, done, holds);
+            }
+            None => {
+                let e = starling_proto::RemoteError::new(
+                    "starling::FunctionNotFound",
+                    format!("{} has no async entry point here", spec.function),
+                );
+                let done = self.done_of(&spec, Invoked::Failed(e), &mut holds, 0);
+                self.ended(&spec, done, holds);
+            }
+        }
+    }
+
+    /// A task run beside others ended: its report goes out at once (such tasks wait on I/O,
+    /// so nothing batches behind them), then what it held is let go.
+    fn ended(&self, spec: &TaskSpec, done: TaskDone, mut holds: TaskHolds) {
+        let value = self.local_value(spec, &done.outcome);
+        self.finished(spec.id.0, value);
+        let nested = std::mem::take(&mut holds.nested);
+        UNREPORTED.with(|u| u.borrow_mut().push(done, nested));
+        self.report();
+        drop(holds);
+    }
+
+    /// What a task pipelined behind `spec` on this worker reads as its value.
+    fn local_value(&self, spec: &TaskSpec, outcome: &Outcome) -> Option<Blob> {
+        match outcome {
+            Outcome::Inline(bytes) => Some(Blob::new(bytes.clone())),
+            Outcome::Stored(_) => self.client.local_store().and_then(|l| {
+                let id = spec.return_object();
+                Blob::map_object(
+                    &l.dir.join(id.0.to_string()),
+                    id.0,
+                    self.client.head_epoch(),
+                )
+                .ok()
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The encoded arguments of a task: inline bytes as they came, the others from `blobs`.
+fn encoded_args<'a>(resolved: &'a [ResolvedArg], blobs: &'a [Option<Blob>]) -> Vec<&'a [u8]> {
+    resolved
+        .iter()
+        .zip(blobs)
+        .map(|(a, b)| match (a, b) {
+            (ResolvedArg::Inline(bytes), _) => bytes.as_slice(),
+            (_, Some(b)) => &**b,
+            _ => &[],
+        })
+        .collect()
 }
 
 /// Frames a task's output for the node agent's log tagging.

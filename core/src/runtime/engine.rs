@@ -42,7 +42,7 @@ const MAX_EXTRA_THREADS: usize = 4096;
 
 pub(crate) enum Event {
     Submit(Arc<TaskSpec>),
-    Finished(WorkerId, TaskOutcome),
+    Finished(WorkerId, TaskId, TaskOutcome),
     Release(ObjectId),
     /// One more ref group for the object (a ref was decoded).
     AddRef(ObjectId),
@@ -123,6 +123,8 @@ pub(crate) struct Slot {
     /// thread ends once the task returns, dropping anything else queued to it (the scheduler
     /// placed those again).
     pub retired: AtomicBool,
+    /// Wakes the executor while it drives async tasks run together (`max_concurrency`).
+    pub signal: Arc<super::lane::Signal>,
 }
 
 pub(crate) struct Engine {
@@ -191,6 +193,7 @@ impl Engine {
             unparker: parker.unparker().clone(),
             cancelled: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            signal: Arc::default(),
         });
         slots.push(slot.clone());
         drop(slots);
@@ -265,6 +268,7 @@ impl Engine {
                         let slot = &slots[w.0 as usize - 1];
                         slot.tasks.push((task, gpu_ids));
                         slot.unparker.unpark();
+                        slot.signal.notify();
                     }
                     Effect::Failed(o, f) => self.store.fail(o, f),
                     Effect::Free(o) => {
@@ -279,6 +283,7 @@ impl Engine {
                         slot.cancelled.store(t.0, Ordering::SeqCst);
                         if force {
                             slot.retired.store(true, Ordering::SeqCst);
+                            slot.signal.notify();
                         }
                     }
                 }
@@ -567,7 +572,7 @@ fn nested(core: &mut Core, container: ObjectId, refs: Vec<ObjectId>) {
 fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
     match ev {
         Event::Submit(spec) => reactor::on_submit_arc(core, effects, spec),
-        Event::Finished(w, outcome) => reactor::on_task_finished(core, effects, w, outcome),
+        Event::Finished(w, task, outcome) => reactor::on_task_done(core, effects, w, task, outcome),
         Event::Release(o) => reactor::on_release(core, effects, o),
         Event::AddRef(o) => add_ref(core, effects, o),
         Event::Nested(o, refs) => nested(core, o, refs),

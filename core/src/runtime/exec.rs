@@ -165,21 +165,44 @@ pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
 
 pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker) {
     super::set_thread_runtime(Some(Runtime::from_engine(engine.clone())));
+    // Async tasks run together here (`max_concurrency`); dropped with the thread's loop, so a
+    // retired executor's async tasks stop.
+    let lane = super::lane::Lane::new(slot.signal.clone());
     loop {
         if engine.shut_down.load(Ordering::SeqCst) {
             break;
         }
         if let Some((task, gpu_ids)) = slot.tasks.pop() {
-            let (outcome, nested) = run(&engine, &slot, &task, gpu_ids);
-            engine.post(Event::Finished(slot.id, outcome));
-            for (object, refs) in task.return_objects().zip(&nested) {
-                if !refs.is_empty() {
-                    let ids = refs.iter().map(|h| h.id).collect();
-                    engine.post(Event::Nested(object, ids));
+            if task.max_concurrency > 1 {
+                if let Some(started) = start(&engine, &slot, &task, gpu_ids.clone()) {
+                    match started {
+                        Ok(future) => {
+                            let (engine, slot) = (engine.clone(), slot.clone());
+                            lane.spawn(async move {
+                                let invoked = future.await;
+                                let (outcome, nested) = settle(&engine, &slot, &task, invoked);
+                                report(&engine, &slot, &task, outcome, nested);
+                            });
+                        }
+                        Err((outcome, nested)) => report(&engine, &slot, &task, outcome, nested),
+                    }
+                    continue;
                 }
             }
-            // The results' refs are let go only after the scheduler knows the results hold them.
-            drop(nested);
+            let (outcome, nested) = run(&engine, &slot, &task, gpu_ids);
+            report(&engine, &slot, &task, outcome, nested);
+            if slot.retired.load(Ordering::SeqCst) {
+                while slot.tasks.pop().is_some() {}
+                break;
+            }
+            continue;
+        }
+        if lane.in_flight() > 0 {
+            lane.drive(|| {
+                !slot.tasks.is_empty()
+                    || slot.retired.load(Ordering::SeqCst)
+                    || engine.shut_down.load(Ordering::SeqCst)
+            });
             if slot.retired.load(Ordering::SeqCst) {
                 while slot.tasks.pop().is_some() {}
                 break;
@@ -204,33 +227,89 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
     super::set_thread_runtime(None);
 }
 
-/// Runs `task`; returns how it ended and the refs nested in its result.
-fn run(
-    engine: &Engine,
-    slot: &Slot,
-    task: &TaskSpec,
-    gpu_ids: Vec<Arc<str>>,
-) -> (TaskOutcome, Vec<Vec<Arc<RefHandle>>>) {
-    // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
+/// How a task ended, and the refs nested in its result (dropped only once the scheduler was
+/// told the result holds them).
+type Settled = (TaskOutcome, Vec<Vec<Arc<RefHandle>>>);
+
+/// Tells the scheduler how `task` ended, and which refs its results hold.
+fn report(engine: &Engine, slot: &Slot, task: &TaskSpec, outcome: TaskOutcome, nested: Nested) {
+    engine.post(Event::Finished(slot.id, task.id, outcome));
+    for (object, refs) in task.return_objects().zip(&nested) {
+        if !refs.is_empty() {
+            let ids = refs.iter().map(|h| h.id).collect();
+            engine.post(Event::Nested(object, ids));
+        }
+    }
+    // The results' refs are let go only after the scheduler knows the results hold them.
+    drop(nested);
+}
+
+type Nested = Vec<Vec<Arc<RefHandle>>>;
+
+/// `task`'s arguments from the store: the stored objects it reads, in order.
+fn arguments(engine: &Engine, task: &TaskSpec) -> Result<Vec<Blob>, TaskOutcome> {
     let mut blobs: Vec<Blob> = Vec::new();
     for a in &task.args {
         if let TaskArg::Object(o) = a {
             match engine.store.lookup(*o, None) {
                 Lookup::Ready(b) => blobs.push(b),
-                _ => return (lost_argument(*o), Vec::new()),
+                _ => return Err(lost_argument(*o)),
             }
         }
     }
+    Ok(blobs)
+}
+
+/// The encoded arguments of `task`: inline bytes borrowed, objects from `blobs`.
+fn encoded<'a>(task: &'a TaskSpec, blobs: &'a [Blob]) -> Vec<&'a [u8]> {
     let mut next_blob = blobs.iter();
-    let args: Vec<&[u8]> = task
-        .args
+    task.args
         .iter()
         .map(|a| match a {
             TaskArg::Inline(b) => b.as_slice(),
             TaskArg::Object(_) => next_blob.next().map(|b| &**b).unwrap_or(&[]),
         })
-        .collect();
-    match invoke(
+        .collect()
+}
+
+/// Starts `task`, of an async function, to run beside others on this thread: its future, or
+/// how it ended at once. `None` if its function is not async here (run it with [`run`]).
+#[allow(clippy::type_complexity)]
+fn start(
+    engine: &Engine,
+    slot: &Slot,
+    task: &TaskSpec,
+    gpu_ids: Vec<Arc<str>>,
+) -> Option<Result<std::pin::Pin<Box<dyn Future<Output = Invoked>>>, Settled>> {
+    let blobs = match arguments(engine, task) {
+        Ok(b) => b,
+        Err(outcome) => return Some(Err((outcome, Vec::new()))),
+    };
+    let args = encoded(task, &blobs);
+    let owner = engine as *const Engine as usize;
+    match start_async(
+        engine.registry(),
+        owner,
+        slot.id,
+        task,
+        gpu_ids,
+        &args,
+        &blobs,
+    )? {
+        Started::Running(future) => Some(Ok(future)),
+        Started::Ended(invoked) => Some(Err(settle(engine, slot, task, invoked))),
+    }
+}
+
+/// Runs `task`; returns how it ended and the refs nested in its result.
+fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) -> Settled {
+    // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
+    let blobs = match arguments(engine, task) {
+        Ok(b) => b,
+        Err(outcome) => return (outcome, Vec::new()),
+    };
+    let args = encoded(task, &blobs);
+    let invoked = invoke(
         engine.registry(),
         engine as *const Engine as usize,
         slot.id,
@@ -238,7 +317,14 @@ fn run(
         gpu_ids,
         &args,
         &blobs,
-    ) {
+    );
+    settle(engine, slot, task, invoked)
+}
+
+/// Stores what `task` returned (unless it was cancelled meanwhile): how it ended, for the
+/// scheduler, and the refs nested in its results.
+fn settle(engine: &Engine, slot: &Slot, task: &TaskSpec, invoked: Invoked) -> Settled {
+    match invoked {
         Invoked::Value(bytes, nested) if task.return_count() == 1 => {
             let size = bytes.len() as u64;
             if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
@@ -320,19 +406,114 @@ pub(crate) fn invoke(
     let nested = codec::take_returned();
     match result {
         Ok(Ok(bytes)) => Invoked::Value(bytes, nested),
-        Ok(Err(InvokeError::Application(e))) => Invoked::Failed(e),
-        Ok(Err(InvokeError::BadArgument(e))) => Invoked::BadArgument(e),
-        Err(payload) => {
-            let (message, backtrace) = PANIC
-                .with(|p| p.borrow_mut().take())
-                .unwrap_or_else(|| (panic_message(&*payload), String::new()));
-            Invoked::Failed(RemoteError {
-                type_name: "panic".into(),
-                message,
-                backtrace,
-            })
-        }
+        Ok(Err(e)) => invoked_error(e),
+        Err(payload) => panicked(payload),
     }
+}
+
+/// A task of an async function started to run beside others ([`super::lane`]).
+pub(crate) enum Started {
+    /// It ended before its first `.await` could yield: its arguments did not decode, or it
+    /// panicked while starting.
+    Ended(Invoked),
+    /// Its future, which ends with how the task ended.
+    Running(std::pin::Pin<Box<dyn Future<Output = Invoked>>>),
+}
+
+/// Starts `task` as one of several on this thread if its function is async (`None`: it is not,
+/// run it with [`invoke`]). Arguments as for [`invoke`]; they are decoded now.
+pub(crate) fn start_async(
+    registry: &Registry,
+    owner: usize,
+    worker: WorkerId,
+    task: &TaskSpec,
+    gpu_ids: Vec<Arc<str>>,
+    args: &[&[u8]],
+    sources: &[Blob],
+) -> Option<Started> {
+    let start = registry.lookup(&task.function)?.invoke_async?;
+    let ctx = ExecContext {
+        owner,
+        worker,
+        task: task.id,
+        gpu_ids,
+        stream: None,
+    };
+    let mut slot = Some(ctx);
+    let started = in_context(&mut slot, || {
+        crate::bytes::with_sources(sources, || catch_unwind(AssertUnwindSafe(|| start(args))))
+    });
+    Some(match started {
+        Ok(Ok(future)) => Started::Running(Box::pin(InTask {
+            ctx: slot,
+            future,
+            done: false,
+        })),
+        Ok(Err(e)) => Started::Ended(invoked_error(e)),
+        Err(payload) => Started::Ended(panicked(payload)),
+    })
+}
+
+/// Runs `f` with `ctx` as this thread's task context, and takes it back after.
+fn in_context<R>(ctx: &mut Option<ExecContext>, f: impl FnOnce() -> R) -> R {
+    CONTEXT.with(|c| c.set(ctx.take()));
+    let r = f();
+    *ctx = CONTEXT.with(Cell::take);
+    r
+}
+
+/// A running async task: each poll runs with its task context (so nested calls name it as
+/// their parent, `is_cancelled` and `gpu_ids` answer for it, and a panic is recorded for it).
+struct InTask {
+    ctx: Option<ExecContext>,
+    future: crate::__private::TaskFuture,
+    done: bool,
+}
+
+impl Future for InTask {
+    type Output = Invoked;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Invoked> {
+        use std::task::Poll;
+        if self.done {
+            return Poll::Pending;
+        }
+        let this = &mut *self;
+        codec::take_returned();
+        let polled = in_context(&mut this.ctx, || {
+            catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx)))
+        });
+        let invoked = match polled {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(Ok(bytes))) => Invoked::Value(bytes, codec::take_returned()),
+            Ok(Poll::Ready(Err(e))) => invoked_error(e),
+            Err(payload) => panicked(payload),
+        };
+        this.done = true;
+        Poll::Ready(invoked)
+    }
+}
+
+fn invoked_error(e: InvokeError) -> Invoked {
+    match e {
+        InvokeError::Application(e) => Invoked::Failed(e),
+        InvokeError::BadArgument(e) => Invoked::BadArgument(e),
+    }
+}
+
+/// The failure of a task that panicked: the message and backtrace the panic hook recorded.
+fn panicked(payload: Box<dyn std::any::Any + Send>) -> Invoked {
+    let (message, backtrace) = PANIC
+        .with(|p| p.borrow_mut().take())
+        .unwrap_or_else(|| (panic_message(&*payload), String::new()));
+    Invoked::Failed(RemoteError {
+        type_name: "panic".into(),
+        message,
+        backtrace,
+    })
 }
 
 fn lost_argument(o: ObjectId) -> TaskOutcome {

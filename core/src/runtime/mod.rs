@@ -8,6 +8,7 @@
 
 mod engine;
 pub(crate) mod exec;
+pub(crate) mod lane;
 pub(crate) mod wait;
 
 use std::cell::RefCell;
@@ -525,6 +526,18 @@ pub(crate) fn prepare_call(
         returns: o.returns,
         streaming: o.streaming,
         backpressure: if o.streaming { o.backpressure } else { 0 },
+        // Only tasks of async functions interleave. A streaming task's producer may pause for
+        // its caller, which would hold up the tasks interleaved with it: streams run alone.
+        max_concurrency: if o.max_concurrency > 1
+            && !o.streaming
+            && registry
+                .lookup(function)
+                .is_some_and(|e| e.invoke_async.is_some())
+        {
+            o.max_concurrency
+        } else {
+            1
+        },
     };
     Ok((spec, keep))
 }

@@ -92,6 +92,10 @@ pub struct TaskSpec {
     /// (0: no limit).
     #[prost(uint32, tag = "15")]
     pub backpressure: u32,
+    /// How many tasks of this kind (async functions, max_concurrency > 1) one worker may run at
+    /// once, each holding its own resources (0 or 1: one at a time).
+    #[prost(uint32, tag = "16")]
+    pub max_concurrency: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RemoteError {

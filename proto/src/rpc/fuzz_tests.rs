@@ -42,6 +42,7 @@ fn spec() -> TaskSpec {
         returns: 4,
         streaming: true,
         backpressure: 2,
+        max_concurrency: 3,
     }
 }
 

@@ -430,6 +430,7 @@ mod tests {
             returns: 2,
             streaming: false,
             backpressure: 0,
+            max_concurrency: 0,
         }
     }
 

@@ -221,6 +221,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     returns: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
                     streaming: rng.below(4) == 0,
                     backpressure: *rng.pick(&[0, 1, 3, u32::MAX]),
+                    max_concurrency: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
                 }))
             }
         }

@@ -51,6 +51,7 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         returns: 0,
         streaming: false,
         backpressure: 0,
+        max_concurrency: 0,
     }
 }
 

@@ -79,6 +79,7 @@ impl Client {
             HeadOp::Run(run) => {
                 if let Some(r) = runs {
                     let _ = r.send(run);
+                    crate::cluster::worker::run_arrived();
                 }
             }
             HeadOp::Cancel(t) => {
