@@ -864,17 +864,20 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
             let Some(&task) = class.queue.front() else {
                 break;
             };
-            let live = matches!(core.tasks.get(&task), Some(e) if e.state == TaskState::Queued);
+            let (live, together) = match core.tasks.get(&task) {
+                Some(e) => (e.state == TaskState::Queued, e.spec.max_concurrency > 1),
+                None => (false, false),
+            };
             if !live {
                 core.classes[c].queue.pop_front();
                 continue;
             }
-            let restricted = core.restricted_jobs.contains(&class.job);
-            if join_concurrent(core, t, c, task) {
+            if together && join_concurrent(core, t, c, task) {
                 core.classes[c].queue.pop_front();
                 continue;
             }
             let class = &core.classes[c];
+            let restricted = core.restricted_jobs.contains(&class.job);
             match place(
                 &core.nodes,
                 &class.resources,
