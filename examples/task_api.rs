@@ -255,6 +255,21 @@ async fn gather(i: u64, n: usize, dir: PathBuf) -> (bool, u32, String) {
     (met, std::process::id(), thread)
 }
 
+/// Notes `dir/started-i`, then waits (asynchronously) until it is cancelled, and notes
+/// `dir/saw-cancel-i` when it sees it (or gives up after [`LONG`]).
+#[starling::remote(max_concurrency = 4, num_cpus = 0.0)]
+async fn until_cancelled(i: u64, dir: PathBuf) -> u64 {
+    std::fs::write(dir.join(format!("started-{i}")), b"").expect("note the start");
+    let deadline = Instant::now() + LONG;
+    while !starling::is_cancelled() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    if starling::is_cancelled() {
+        std::fs::write(dir.join(format!("saw-cancel-{i}")), b"").expect("note the cancel");
+    }
+    i
+}
+
 /// `max_concurrency`: one worker runs several tasks of an async function at once.
 fn async_concurrency() -> anyhow::Result<()> {
     let dir = scratch("async-concurrency")?;
@@ -288,6 +303,27 @@ fn async_concurrency() -> anyhow::Result<()> {
         .collect();
     let got = starling::get_all_timeout(&pair, LONG + LONG)?;
     ensure!(got.iter().all(|g| g.0), "a pair did not meet: {got:?}");
+    std::fs::remove_dir_all(&dir)?;
+    // Tasks running together are cancelled one by one: each sees its own cancel.
+    let dir = scratch("async-concurrency-cancel")?;
+    let both: Vec<_> = (0..2)
+        .map(|i| until_cancelled::remote(i, dir.clone()))
+        .collect();
+    until("both tasks started", || {
+        (0..2).all(|i| dir.join(format!("started-{i}")).exists())
+    })?;
+    for r in &both {
+        starling::cancel(r, false)?;
+    }
+    until("each task saw its cancel", || {
+        (0..2).all(|i| dir.join(format!("saw-cancel-{i}")).exists())
+    })?;
+    for r in &both {
+        match starling::get_timeout(r, LONG) {
+            Err(starling::Error::Cancelled { .. }) => {}
+            other => bail!("a cancelled task run together with another: {other:?}"),
+        }
+    }
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -159,7 +159,8 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
 /// The executor threads of a worker process. The head treats the process as one worker that runs
 /// its tasks one at a time; the [`Gate`] enforces that. A task blocked in `get` steps out of it
 /// and makes sure a spare thread exists, so tasks the head pipelined behind it still run (one of
-/// them may be what it waits for); when it resumes, it waits to step back in. Any other thread
+/// them may be what it waits for); when it resumes, it steps back in at once (the task on the
+/// spare thread runs on beside it; the next one waits for both). Any other thread
 /// of the process waiting in `get` (one a task spawned: a worker process runs no driver code)
 /// widens the gate by one while it waits, so the task that spawned it, which may be waiting for
 /// it, does not hold up what it waits for.
@@ -331,8 +332,8 @@ impl Pool {
 
 static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
 
-/// Who may run tasks in a worker process: one executor thread at a time, plus one more per
-/// thread that runs no task and waits in `get`.
+/// Who may start tasks in a worker process: one executor thread at a time, plus one more per
+/// thread that runs no task and waits in `get` (a task resuming from `get` steps in at once).
 #[derive(Default)]
 struct Gate {
     /// Executor threads running a task and not blocked in `get`.
@@ -342,12 +343,21 @@ struct Gate {
 }
 
 impl Pool {
-    /// Steps into the gate (before a task runs, or as a blocked task resumes).
+    /// Steps into the gate before a task runs: waits while another runs.
     fn acquire(&self) {
         let mut g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
         while g.running > g.waiting {
             g = self.freed.wait(g).unwrap_or_else(|e| e.into_inner());
         }
+        g.running += 1;
+    }
+
+    /// Steps back into the gate as a task blocked in `get` resumes: at once, beside whatever
+    /// runs on a spare thread meanwhile (the process briefly runs two, as the head lets a
+    /// resumed task run without its CPUs rather than wait). Waiting here would hold a task
+    /// whose child was cancelled, say, until a task run meanwhile ends, for any time.
+    fn resume(&self) {
+        let mut g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
         g.running += 1;
     }
 
@@ -598,7 +608,7 @@ pub(crate) fn task_blocked(blocked: bool) {
         pool.release();
         pool.spare_thread();
     } else {
-        pool.acquire();
+        pool.resume();
     }
 }
 

@@ -125,6 +125,39 @@ pub(crate) struct Slot {
     pub retired: AtomicBool,
     /// Wakes the executor while it drives async tasks run together (`max_concurrency`).
     pub signal: Arc<super::lane::Signal>,
+    /// Tasks cancelled before the one in `cancelled` that have not ended: async tasks run
+    /// together on this executor may be cancelled one after another.
+    pub earlier_cancels: Mutex<Vec<u64>>,
+    /// Whether `earlier_cancels` holds any (so most checks never lock it).
+    pub has_earlier_cancels: AtomicBool,
+}
+
+impl Slot {
+    /// Notes that `task`, which runs here, was cancelled.
+    pub fn cancel(&self, task: u64) {
+        let prev = self.cancelled.swap(task, Ordering::SeqCst);
+        if prev != 0 && prev != task {
+            self.earlier_cancels.lock().push(prev);
+            self.has_earlier_cancels.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether `task`, which runs (or ran) here, was cancelled.
+    pub fn is_cancelled(&self, task: u64) -> bool {
+        self.cancelled.load(Ordering::SeqCst) == task
+            || (self.has_earlier_cancels.load(Ordering::SeqCst)
+                && self.earlier_cancels.lock().contains(&task))
+    }
+
+    /// `task` ended: an earlier cancel of it need not be kept.
+    pub fn forget_cancel(&self, task: u64) {
+        if self.has_earlier_cancels.load(Ordering::SeqCst) {
+            let mut earlier = self.earlier_cancels.lock();
+            earlier.retain(|t| *t != task);
+            self.has_earlier_cancels
+                .store(!earlier.is_empty(), Ordering::SeqCst);
+        }
+    }
 }
 
 pub(crate) struct Engine {
@@ -194,6 +227,8 @@ impl Engine {
             cancelled: AtomicU64::new(0),
             retired: AtomicBool::new(false),
             signal: Arc::default(),
+            earlier_cancels: Mutex::new(Vec::new()),
+            has_earlier_cancels: AtomicBool::new(false),
         });
         slots.push(slot.clone());
         drop(slots);
@@ -280,7 +315,7 @@ impl Engine {
                     }
                     Effect::Cancel(w, t, force) => {
                         let slot = &slots[w.0 as usize - 1];
-                        slot.cancelled.store(t.0, Ordering::SeqCst);
+                        slot.cancel(t.0);
                         if force {
                             slot.retired.store(true, Ordering::SeqCst);
                             slot.signal.notify();
@@ -488,10 +523,7 @@ impl Engine {
     }
 
     pub(crate) fn is_cancelled(&self, task: TaskId) -> bool {
-        self.slots
-            .read()
-            .iter()
-            .any(|s| s.cancelled.load(Ordering::SeqCst) == task.0)
+        self.slots.read().iter().any(|s| s.is_cancelled(task.0))
     }
 
     pub(crate) fn registry(&self) -> &'static Registry {

@@ -324,10 +324,12 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) ->
 /// Stores what `task` returned (unless it was cancelled meanwhile): how it ended, for the
 /// scheduler, and the refs nested in its results.
 fn settle(engine: &Engine, slot: &Slot, task: &TaskSpec, invoked: Invoked) -> Settled {
+    let cancelled = slot.is_cancelled(task.id.0);
+    slot.forget_cancel(task.id.0);
     match invoked {
         Invoked::Value(bytes, nested) if task.return_count() == 1 => {
             let size = bytes.len() as u64;
-            if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
+            if !cancelled {
                 engine.store.put(ObjectId::from(task.id), Blob::new(bytes));
             }
             (TaskOutcome::Stored { size }, nested)
@@ -341,7 +343,7 @@ fn settle(engine: &Engine, slot: &Slot, task: &TaskSpec, invoked: Invoked) -> Se
                 }
             };
             let sizes = parts.iter().map(|p| p.len() as u64).collect();
-            if slot.cancelled.load(Ordering::SeqCst) != task.id.0 {
+            if !cancelled {
                 for (object, part) in task.return_objects().zip(parts) {
                     engine.store.put(object, Blob::new(part));
                 }
