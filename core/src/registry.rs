@@ -92,6 +92,11 @@ impl Registry {
         self.by_name.get(name)
     }
 
+    /// The entry point of `name` for tasks run together, if it is an async function here.
+    pub fn async_entry(&self, name: &str) -> Option<InvokeAsyncFn> {
+        self.lookup(name)?.invoke_async
+    }
+
     /// The shared name of `name`, so every task of a function shares one allocation.
     pub fn intern(&self, name: &str) -> Arc<str> {
         match self.by_name.get(name) {

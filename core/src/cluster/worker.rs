@@ -420,8 +420,11 @@ impl Pool {
             };
             // A task of an async function that may run beside others starts in the lane (if
             // its function is not async in this build, it runs alone, as any task).
-            if run.spec.max_concurrency > 1 && self.is_async(&run.spec) {
-                self.start_concurrent(owner, worker, run, &lane);
+            let entry = (run.spec.max_concurrency > 1)
+                .then(|| self.client.registry().async_entry(&run.spec.function))
+                .flatten();
+            if let Some(entry) = entry {
+                self.start_concurrent(owner, worker, run, entry, &lane);
                 continue;
             }
             let short = self.is_short(&run);
@@ -850,25 +853,16 @@ impl Pool {
         }
     }
 
-    /// Whether `spec`'s function is async in this build (has an entry point for tasks run
-    /// together).
-    fn is_async(&self, spec: &TaskSpec) -> bool {
-        self.client
-            .registry()
-            .lookup(&spec.function)
-            .is_some_and(|e| e.invoke_async.is_some())
-    }
-
-    /// Starts `run`, a task of an async function that may run beside others, in this thread's
-    /// `lane`; it reports itself when it ends.
+    /// Starts `run`, a task of an async function (whose entry point is `entry`) that may run
+    /// beside others, in this thread's `lane`; it reports itself when it ends.
     fn start_concurrent(
         self: &Arc<Self>,
         owner: usize,
         worker: starling_proto::WorkerId,
         run: RunTask,
+        entry: crate::__private::InvokeAsyncFn,
         lane: &Lane,
     ) {
-        let registry = self.client.registry();
         let spec = run.spec;
         self.started(spec.id.0);
         let began = Instant::now();
@@ -883,12 +877,11 @@ impl Pool {
         let args = encoded_args(&run.args, &blobs);
         let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
         // Tasks run together hold no GPUs (the scheduler runs those alone).
-        let started =
-            exec::start_async(registry, owner, worker, &spec, Vec::new(), &args, &sources);
+        let started = exec::start_async(entry, owner, worker, &spec, Vec::new(), &args, &sources);
         drop(args);
         holds.blobs.extend(blobs.into_iter().flatten());
         match started {
-            Some(Started::Running(future)) => {
+            Started::Running(future) => {
                 let pool = self.clone();
                 lane.spawn(async move {
                     let invoked = future.await;
@@ -897,16 +890,8 @@ impl Pool {
                     pool.ended(&spec, done, holds);
                 });
             }
-            Some(Started::Ended(invoked)) => {
+            Started::Ended(invoked) => {
                 let done = self.done_of(&spec, invoked, &mut holds, 0);
-                self.ended(&spec, done, holds);
-            }
-            None => {
-                let e = starling_proto::RemoteError::new(
-                    "starling::FunctionNotFound",
-                    format!("{} has no async entry point here", spec.function),
-                );
-                let done = self.done_of(&spec, Invoked::Failed(e), &mut holds, 0);
                 self.ended(&spec, done, holds);
             }
         }

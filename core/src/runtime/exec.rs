@@ -173,21 +173,24 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
             break;
         }
         if let Some((task, gpu_ids)) = slot.tasks.pop() {
-            if task.max_concurrency > 1 {
-                if let Some(started) = start(&engine, &slot, &task, gpu_ids.clone()) {
-                    match started {
-                        Ok(future) => {
-                            let (engine, slot) = (engine.clone(), slot.clone());
-                            lane.spawn(async move {
-                                let invoked = future.await;
-                                let (outcome, nested) = settle(&engine, &slot, &task, invoked);
-                                report(&engine, &slot, &task, outcome, nested);
-                            });
-                        }
-                        Err((outcome, nested)) => report(&engine, &slot, &task, outcome, nested),
+            // A task of an async function that may run beside others starts in the lane (if
+            // its function is not async in this build, it runs alone, as any task).
+            let entry = (task.max_concurrency > 1)
+                .then(|| engine.registry().async_entry(&task.function))
+                .flatten();
+            if let Some(entry) = entry {
+                match start(&engine, &slot, &task, entry) {
+                    Ok(future) => {
+                        let (engine, slot) = (engine.clone(), slot.clone());
+                        lane.spawn(async move {
+                            let invoked = future.await;
+                            let (outcome, nested) = settle(&engine, &slot, &task, invoked);
+                            report(&engine, &slot, &task, outcome, nested);
+                        });
                     }
-                    continue;
+                    Err((outcome, nested)) => report(&engine, &slot, &task, outcome, nested),
                 }
+                continue;
             }
             let (outcome, nested) = run(&engine, &slot, &task, gpu_ids);
             report(&engine, &slot, &task, outcome, nested);
@@ -227,9 +230,12 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
     super::set_thread_runtime(None);
 }
 
+/// The ref groups nested in each of a task's results.
+type Nested = Vec<Vec<Arc<RefHandle>>>;
+
 /// How a task ended, and the refs nested in its result (dropped only once the scheduler was
 /// told the result holds them).
-type Settled = (TaskOutcome, Vec<Vec<Arc<RefHandle>>>);
+type Settled = (TaskOutcome, Nested);
 
 /// Tells the scheduler how `task` ended, and which refs its results hold.
 fn report(engine: &Engine, slot: &Slot, task: &TaskSpec, outcome: TaskOutcome, nested: Nested) {
@@ -243,8 +249,6 @@ fn report(engine: &Engine, slot: &Slot, task: &TaskSpec, outcome: TaskOutcome, n
     // The results' refs are let go only after the scheduler knows the results hold them.
     drop(nested);
 }
-
-type Nested = Vec<Vec<Arc<RefHandle>>>;
 
 /// `task`'s arguments from the store: the stored objects it reads, in order.
 fn arguments(engine: &Engine, task: &TaskSpec) -> Result<Vec<Blob>, TaskOutcome> {
@@ -272,32 +276,21 @@ fn encoded<'a>(task: &'a TaskSpec, blobs: &'a [Blob]) -> Vec<&'a [u8]> {
         .collect()
 }
 
-/// Starts `task`, of an async function, to run beside others on this thread: its future, or
-/// how it ended at once. `None` if its function is not async here (run it with [`run`]).
-#[allow(clippy::type_complexity)]
+/// Starts `task`, of an async function whose entry point is `entry`, to run beside others on
+/// this thread: its future, or how it ended at once.
 fn start(
     engine: &Engine,
     slot: &Slot,
     task: &TaskSpec,
-    gpu_ids: Vec<Arc<str>>,
-) -> Option<Result<std::pin::Pin<Box<dyn Future<Output = Invoked>>>, Settled>> {
-    let blobs = match arguments(engine, task) {
-        Ok(b) => b,
-        Err(outcome) => return Some(Err((outcome, Vec::new()))),
-    };
+    entry: crate::__private::InvokeAsyncFn,
+) -> Result<std::pin::Pin<Box<dyn Future<Output = Invoked>>>, Settled> {
+    let blobs = arguments(engine, task).map_err(|outcome| (outcome, Vec::new()))?;
     let args = encoded(task, &blobs);
     let owner = engine as *const Engine as usize;
-    match start_async(
-        engine.registry(),
-        owner,
-        slot.id,
-        task,
-        gpu_ids,
-        &args,
-        &blobs,
-    )? {
-        Started::Running(future) => Some(Ok(future)),
-        Started::Ended(invoked) => Some(Err(settle(engine, slot, task, invoked))),
+    // Tasks run together hold no GPUs (the scheduler runs those alone).
+    match start_async(entry, owner, slot.id, task, Vec::new(), &args, &blobs) {
+        Started::Running(future) => Ok(future),
+        Started::Ended(invoked) => Err(settle(engine, slot, task, invoked)),
     }
 }
 
@@ -422,18 +415,17 @@ pub(crate) enum Started {
     Running(std::pin::Pin<Box<dyn Future<Output = Invoked>>>),
 }
 
-/// Starts `task` as one of several on this thread if its function is async (`None`: it is not,
-/// run it with [`invoke`]). Arguments as for [`invoke`]; they are decoded now.
+/// Starts `task` as one of several on this thread through `start`, its function's async entry
+/// point ([`Registry::async_entry`]). Arguments as for [`invoke`]; they are decoded now.
 pub(crate) fn start_async(
-    registry: &Registry,
+    start: crate::__private::InvokeAsyncFn,
     owner: usize,
     worker: WorkerId,
     task: &TaskSpec,
     gpu_ids: Vec<Arc<str>>,
     args: &[&[u8]],
     sources: &[Blob],
-) -> Option<Started> {
-    let start = registry.lookup(&task.function)?.invoke_async?;
+) -> Started {
     let ctx = ExecContext {
         owner,
         worker,
@@ -445,7 +437,7 @@ pub(crate) fn start_async(
     let started = in_context(&mut slot, || {
         crate::bytes::with_sources(sources, || catch_unwind(AssertUnwindSafe(|| start(args))))
     });
-    Some(match started {
+    match started {
         Ok(Ok(future)) => Started::Running(Box::pin(InTask {
             ctx: slot,
             future,
@@ -453,7 +445,7 @@ pub(crate) fn start_async(
         })),
         Ok(Err(e)) => Started::Ended(invoked_error(e)),
         Err(payload) => Started::Ended(panicked(payload)),
-    })
+    }
 }
 
 /// Runs `f` with `ctx` as this thread's task context, and takes it back after.

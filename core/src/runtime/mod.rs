@@ -530,9 +530,7 @@ pub(crate) fn prepare_call(
         // its caller, which would hold up the tasks interleaved with it: streams run alone.
         max_concurrency: if o.max_concurrency > 1
             && !o.streaming
-            && registry
-                .lookup(function)
-                .is_some_and(|e| e.invoke_async.is_some())
+            && registry.async_entry(function).is_some()
         {
             o.max_concurrency
         } else {
