@@ -383,21 +383,20 @@ pub(crate) fn invoke(
     let Some(entry) = registry.lookup(&task.function) else {
         return Invoked::NotFound;
     };
-    CONTEXT.with(|c| {
-        c.set(Some(ExecContext {
-            owner,
-            worker,
-            task: task.id,
-            gpu_ids,
-            stream: task.streaming.then_some(task.backpressure),
-        }))
+    let mut ctx = Some(ExecContext {
+        owner,
+        worker,
+        task: task.id,
+        gpu_ids,
+        stream: task.streaming.then_some(task.backpressure),
     });
     // `Bytes` arguments share the stored objects' buffers instead of copying them.
     codec::take_returned();
-    let result = crate::bytes::with_sources(sources, || {
-        catch_unwind(AssertUnwindSafe(|| (entry.invoke)(args)))
+    let result = in_context(&mut ctx, || {
+        crate::bytes::with_sources(sources, || {
+            catch_unwind(AssertUnwindSafe(|| (entry.invoke)(args)))
+        })
     });
-    CONTEXT.with(|c| c.set(None));
     let nested = codec::take_returned();
     match result {
         Ok(Ok(bytes)) => Invoked::Value(bytes, nested),
