@@ -4,7 +4,8 @@
 //! instance 0 the function runs instead of `main`, fans out one task per instance (each pinned to
 //! its node), and returns an `Estimate`, which `job.result::<Estimate>()` hands back here. If the
 //! function fails (it panics on `--samples 0`), `result` returns its error: type, message and
-//! backtrace.
+//! backtrace. The job is submitted with `PI_LABEL=estimate` in its `env_vars`, which its tasks
+//! see too (a job's variables are its tasks' environment, as Ray's job-level `runtime_env`).
 //!
 //! Needs a head: `STARLING_HEAD=127.0.0.1:6380 target/release/examples/job_function
 //! [--pool demo] [--instances 2] [--samples 1000000]`. A missing pool is created as a launched
@@ -30,11 +31,13 @@ struct Estimate {
     hits: u64,
     /// `(instance, node, hits)` for every instance.
     per_instance: Vec<(u32, u64, u64)>,
+    /// `PI_LABEL` as each instance's task saw it.
+    labels: Vec<Option<String>>,
 }
 
 /// Points of `samples` seeded draws in the unit square that fall inside the quarter circle.
 #[starling::remote]
-fn count_hits(seed: u64, samples: u64) -> (u64, u64) {
+fn count_hits(seed: u64, samples: u64) -> (u64, u64, Option<String>) {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let hits = (0..samples)
@@ -47,7 +50,11 @@ fn count_hits(seed: u64, samples: u64) -> (u64, u64) {
         "seed {seed}: {hits} of {samples} inside, on node {}",
         starling_examples::this_node()
     );
-    (hits, starling_examples::this_node())
+    (
+        hits,
+        starling_examples::this_node(),
+        std::env::var("PI_LABEL").ok(),
+    )
 }
 
 /// Runs on instance 0 of the job: one task per instance, each on its own node.
@@ -80,6 +87,7 @@ fn estimate_pi(samples_per_instance: u64) -> Result<Estimate, String> {
             .enumerate()
             .map(|(k, c)| (k as u32, c.1, c.0))
             .collect(),
+        labels: counts.iter().map(|c| c.2.clone()).collect(),
     })
 }
 
@@ -113,7 +121,9 @@ fn main() -> anyhow::Result<()> {
     let job = estimate_pi::submit_with(
         &client,
         &pool,
-        estimate_pi::options().target_instances(instances),
+        estimate_pi::options()
+            .target_instances(instances)
+            .env("PI_LABEL", "estimate"),
         samples,
     )?;
     println!("job={}", job.id());
@@ -130,6 +140,12 @@ fn main() -> anyhow::Result<()> {
             for (k, node, hits) in &e.per_instance {
                 println!("instance_{k}_node={node}");
                 println!("instance_{k}_hits={hits}");
+            }
+            for (k, label) in e.labels.iter().enumerate() {
+                println!(
+                    "instance_{k}_task_label={}",
+                    label.as_deref().unwrap_or("-")
+                );
             }
             println!("hits={}", e.hits);
             println!("expected_hits={expected}");

@@ -400,6 +400,72 @@ fn retry_filter() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The value of `TASK_API_COLOR` in the process that runs it (`None`: unset), and its pid.
+#[starling::remote]
+fn env_color() -> (Option<String>, u32) {
+    (std::env::var("TASK_API_COLOR").ok(), std::process::id())
+}
+
+/// `env_vars` (Ray's `runtime_env` env_vars): a task runs in a worker process started with its
+/// variables, which no task of another environment shares. In-process, where every task runs
+/// in this one process, a task with variables fails as unschedulable, saying why.
+fn env_vars() -> anyhow::Result<()> {
+    ensure!(
+        std::env::var_os("TASK_API_COLOR").is_none(),
+        "the driver must not have TASK_API_COLOR set"
+    );
+    let blue = || env_color::options().env_var("TASK_API_COLOR", "blue");
+    if IN_PROCESS.load(Ordering::Relaxed) {
+        match starling::get_timeout(&blue().remote(), LONG) {
+            Err(starling::Error::Unschedulable { reason, .. }) if reason.contains("in-process") => {
+            }
+            other => bail!("a task with env_vars in-process: {other:?}"),
+        }
+        ensure!(starling::get_timeout(&env_color::remote(), LONG)?
+            .0
+            .is_none());
+        return Ok(());
+    }
+    let (seen, blue_pid) = starling::get_timeout(&blue().remote(), LONG)?;
+    ensure!(seen.as_deref() == Some("blue"), "a blue task saw {seen:?}");
+    let (seen, green_pid) = starling::get_timeout(
+        &env_color::options()
+            .env_vars([("TASK_API_COLOR", "green"), ("TASK_API_OTHER", "1")])
+            .remote(),
+        LONG,
+    )?;
+    ensure!(
+        seen.as_deref() == Some("green"),
+        "a green task saw {seen:?}"
+    );
+    ensure!(
+        green_pid != blue_pid,
+        "blue and green tasks shared a process"
+    );
+    // Plain tasks never run in those processes, however many run at once.
+    let plain: Vec<_> = (0..8).map(|_| env_color::remote()).collect();
+    for (seen, pid) in starling::get_all_timeout(&plain, LONG)? {
+        ensure!(seen.is_none(), "a plain task saw TASK_API_COLOR={seen:?}");
+        ensure!(
+            pid != blue_pid && pid != green_pid,
+            "a plain task ran in a blue or green worker"
+        );
+    }
+    // The same variables again (in another order: one environment) run where blue ones run.
+    let again: Vec<_> = (0..4).map(|_| blue().remote()).collect();
+    for (seen, _) in starling::get_all_timeout(&again, LONG)? {
+        ensure!(seen.as_deref() == Some("blue"), "a blue task saw {seen:?}");
+    }
+    // Variables no process could be started with are refused, saying why.
+    for (name, why) in [("A=B", "NAME=VALUE"), ("STARLING_JOB_ID", "Starling's own")] {
+        match starling::get_timeout(&env_color::options().env_var(name, "x").remote(), LONG) {
+            Err(starling::Error::Unschedulable { reason, .. }) if reason.contains(why) => {}
+            other => bail!("a task with the variable {name}: {other:?}"),
+        }
+    }
+    Ok(())
+}
+
 fn lines(path: &std::path::Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
 }
@@ -714,10 +780,22 @@ fn refs_as_values() -> anyhow::Result<()> {
 /// may not have reached the directory yet. A task submitted on the same session is a barrier:
 /// the session is ordered, so once its result is back, every earlier release was applied. Its
 /// own result is one of the objects counted, and is left out.
+///
+/// A result can be back before the scheduler hears that its task ended (in-process, the
+/// executor stores the value first), and a result whose task has not ended still counts even
+/// with no ref left: so the count is read once no task runs (these checks run nothing else
+/// meanwhile), which also covers the probe of the previous call.
 fn objects() -> anyhow::Result<u64> {
     let probe = add::remote(0, 0);
     ensure!(starling::get_timeout(&probe, LONG)? == 0, "the probe task");
-    let n = starling::current().context("a runtime")?.stats().objects;
+    let rt = starling::current().context("a runtime")?;
+    let n = std::cell::Cell::new(0);
+    until("no task running", || {
+        let s = rt.stats();
+        n.set(s.objects);
+        s.running_tasks == 0
+    })?;
+    let n = n.get();
     drop(probe);
     n.checked_sub(1)
         .context("the probe's result was not counted")
@@ -1016,7 +1094,7 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 16] = [
+    let checks: [(&str, Check); 17] = [
         // First: they count the objects in the directory, which later checks leave behind
         // (held by tasks still running) for a while.
         ("refs_as_values", refs_as_values),
@@ -1035,6 +1113,7 @@ fn main() -> anyhow::Result<()> {
         ("async_io", async_io),
         ("async_concurrency", async_concurrency),
         ("retry_filter", retry_filter),
+        ("env_vars", env_vars),
     ];
     for (name, check) in checks {
         check().with_context(|| format!("check {name}"))?;

@@ -450,6 +450,13 @@ fn a_job_function_returns_its_value_or_its_error() {
         ok.get(&c, "instance_0_node") != ok.get(&c, "instance_1_node"),
         "each instance's task should run on its own node",
     );
+    // The job's `env_vars` are its tasks' environment too.
+    for k in 0..2 {
+        c.check(
+            ok.get(&c, &format!("instance_{k}_task_label")) == "estimate",
+            "a task of the job did not see the job's PI_LABEL",
+        );
+    }
     let id = ok.get(&c, "job").to_string();
     let listed = c.cli_ok(&["job", "list"]);
     c.check(

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use harness::{examples_dir, output_within, Cluster, PAYLOAD};
 
-const CHECKS: [&str; 16] = [
+const CHECKS: [&str; 17] = [
     "refs_as_values",
     "nested_lifetime",
     "refs_through_processes",
@@ -25,6 +25,7 @@ const CHECKS: [&str; 16] = [
     "async_io",
     "async_concurrency",
     "retry_filter",
+    "env_vars",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {

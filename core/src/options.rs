@@ -1,6 +1,6 @@
 //! Per-call task options: resources, retries, placement.
 
-use starling_proto::{NodeId, ResourceSet, SchedulingStrategy};
+use starling_proto::{NodeId, ResourceSet, SchedulingStrategy, TaskEnv};
 
 /// Options for one call of a remote function. `#[remote(..)]` sets a function's defaults;
 /// `f::options()` starts from them and changes some for one call.
@@ -20,6 +20,8 @@ pub struct TaskOptions {
     pub(crate) backpressure: u32,
     /// For an `async` function: how many of its tasks one worker may run at once (0 or 1: one).
     pub(crate) max_concurrency: u32,
+    /// Environment variables of the worker process that runs the task (default: none).
+    pub(crate) env: TaskEnv,
 }
 
 impl Default for TaskOptions {
@@ -35,6 +37,7 @@ impl Default for TaskOptions {
             streaming: false,
             backpressure: 0,
             max_concurrency: 1,
+            env: TaskEnv::default(),
         }
     }
 }
@@ -136,6 +139,35 @@ impl TaskOptions {
         self
     }
 
+    /// Runs the task in a worker process with the environment variable `name` set to `value`
+    /// (Ray's `runtime_env={"env_vars": ..}`); call it again for more variables, and a name
+    /// given twice keeps its last value. Tasks with different variables never share a worker
+    /// process: each set is a worker pool of its own, which node agents start on demand with
+    /// the variables set on top of their own environment, and keep for later tasks with the
+    /// same set (in any order). A multi-node job's `env_vars` apply to its tasks too, under
+    /// their own.
+    ///
+    /// A task whose variables no process could be started with (a name that is empty or holds
+    /// `=` or a NUL byte, a value with a NUL byte, or a name starting with `STARLING_`, which
+    /// Starling sets itself) fails with [`Error::Unschedulable`](crate::Error::Unschedulable),
+    /// as does any task with variables on the in-process runtime, whose tasks all run on
+    /// threads of one process and so share one environment.
+    pub fn env_var(self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env_vars([(name.into(), value.into())])
+    }
+
+    /// [`env_var`](Self::env_var) for each `(name, value)` of `vars`.
+    pub fn env_vars<K, V>(mut self, vars: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let old = self.env.vars().iter().cloned();
+        let new = vars.into_iter().map(|(k, v)| (k.into(), v.into()));
+        self.env = TaskEnv::new(old.chain(new).collect::<Vec<_>>());
+        self
+    }
+
     /// The resources one run holds.
     pub fn resource_set(&self) -> &ResourceSet {
         &self.resources
@@ -164,5 +196,20 @@ mod tests {
             TaskOptions::default().num_cpus(0.0).resources.cpu_units(),
             0
         );
+    }
+
+    #[test]
+    fn env_vars_accumulate_and_the_last_value_of_a_name_wins() {
+        let o = TaskOptions::default()
+            .env_var("A", "1")
+            .env_vars([("B", "2"), ("A", "3")]);
+        assert_eq!(
+            o.env.vars(),
+            [
+                ("A".to_string(), "3".to_string()),
+                ("B".to_string(), "2".to_string())
+            ]
+        );
+        assert!(TaskOptions::default().env.is_empty());
     }
 }

@@ -324,6 +324,26 @@ fn expand(
 
             #concurrency_method
 
+            /// Runs the task in a worker process with the environment variable `name` set to
+            /// `value` (see [`TaskOptions::env_var`](::starling::TaskOptions::env_var)).
+            pub fn env_var(
+                self,
+                name: impl ::core::convert::Into<::std::string::String>,
+                value: impl ::core::convert::Into<::std::string::String>,
+            ) -> Self {
+                Self(self.0.env_var(name, value))
+            }
+
+            /// Sets several environment variables of the task's worker process (see
+            /// [`TaskOptions::env_vars`](::starling::TaskOptions::env_vars)).
+            pub fn env_vars<K, V>(self, vars: impl ::core::iter::IntoIterator<Item = (K, V)>) -> Self
+            where
+                K: ::core::convert::Into<::std::string::String>,
+                V: ::core::convert::Into<::std::string::String>,
+            {
+                Self(self.0.env_vars(vars))
+            }
+
             /// Sets where the task may run.
             pub fn scheduling_strategy(self, strategy: ::starling::SchedulingStrategy) -> Self {
                 Self(self.0.scheduling_strategy(strategy))

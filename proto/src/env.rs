@@ -23,6 +23,9 @@ pub const WORKER_HEAD: &str = "STARLING_WORKER_HEAD";
 pub const NODE_ID: &str = "STARLING_NODE_ID";
 /// The job id, in decimal.
 pub const JOB_ID: &str = "STARLING_JOB_ID";
+/// The id of the task environment (`env_vars`) a worker process was started with, in decimal
+/// (`0`: none); it tells the head which of the job's worker pools the process serves.
+pub const WORKER_ENV: &str = "STARLING_WORKER_ENV";
 /// The node's object store directory (absolute); an object is the file `<dir>/<id>`.
 pub const STORE_DIR: &str = "STARLING_STORE_DIR";
 /// Where objects over the store's cap are moved (absolute); same file names.

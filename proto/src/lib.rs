@@ -30,7 +30,8 @@ pub use ids::{
 };
 pub use resources::{check_gpu_ids, is_gpu_id, ResourceSet, RESOURCE_SCALE};
 pub use task::{
-    FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskFailure, TaskSpec,
+    EnvId, FailureKind, FunctionName, RemoteError, SchedulingStrategy, TaskArg, TaskEnv,
+    TaskFailure, TaskSpec, RESERVED_ENV_PREFIX,
 };
 
 /// The generated protobuf messages (committed: see `tests/generated.rs`). Private: every other
@@ -47,7 +48,7 @@ mod pb {
 }
 
 /// The protocol version spoken by this build; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The content id of a binary: the SHA-256 of its bytes, in lowercase hex (64 characters).
 pub fn build_id_of(data: &[u8]) -> String {

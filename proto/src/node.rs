@@ -6,7 +6,7 @@
 //! output. Converted to and from protobuf at the edge, like [`crate::session`].
 
 use crate::jobs::JobInstance;
-use crate::{JobId, NodeId, ObjectId, ResourceSet};
+use crate::{JobId, NodeId, ObjectId, ResourceSet, TaskEnv};
 
 /// An agent's first op: what the node offers.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -27,12 +27,13 @@ pub struct NodeHello {
     pub gpu_ids: Vec<String>,
 }
 
-/// Start `count` worker processes of `build` for `job`.
+/// Start `count` worker processes of `build` for `job`, with the environment `env`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StartWorkers {
     pub job: JobId,
     pub build: String,
     pub count: u32,
+    pub env: TaskEnv,
 }
 
 /// A worker process of `job` exited (its task in flight is lost).

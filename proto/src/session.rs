@@ -5,7 +5,7 @@
 //! answers is [`HeadOp::Welcome`]. These types convert to and from their protobuf form at the
 //! edge (see [`crate::rpc`]); a message that does not convert is refused there as malformed.
 
-use crate::{JobId, NodeId, ObjectId, RemoteError, TaskFailure, TaskId, TaskSpec};
+use crate::{EnvId, JobId, NodeId, ObjectId, RemoteError, TaskFailure, TaskId, TaskSpec};
 
 /// A client's first op: who it is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -20,6 +20,8 @@ pub struct Hello {
     pub job: JobId,
     pub is_worker: bool,
     pub pid: u32,
+    /// Set by worker processes: the environment they were started with (a task's `env_vars`).
+    pub env: EnvId,
 }
 
 /// The head's answer to [`Hello`].

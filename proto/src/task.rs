@@ -44,6 +44,131 @@ pub enum SchedulingStrategy {
     },
 }
 
+/// Names one task environment ([`TaskEnv`]): the first 8 bytes of a SHA-256 of its variables;
+/// `EnvId::NONE` (0) is no variables, the job's plain workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EnvId(pub u64);
+
+impl EnvId {
+    /// No variables: the job's plain worker processes.
+    pub const NONE: EnvId = EnvId(0);
+}
+
+impl fmt::Display for EnvId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "E{:016x}", self.0)
+    }
+}
+
+/// The environment variables of the worker process that runs a task (Ray's `runtime_env`
+/// `env_vars`). Tasks of different environments never share a worker process: each
+/// environment of a job is a worker pool of its own, which node agents start with these
+/// variables set on top of their own environment. Empty (the default) is the job's plain
+/// workers, and costs nothing.
+///
+/// Variables are kept sorted by name, so the same set always has the same [`EnvId`]; two
+/// environments are equal when their ids are.
+#[derive(Clone, Default)]
+pub struct TaskEnv(Option<Arc<EnvVars>>);
+
+struct EnvVars {
+    id: EnvId,
+    vars: Box<[(String, String)]>,
+}
+
+/// The prefix of the variables Starling sets in its own processes: a task may not set them.
+pub const RESERVED_ENV_PREFIX: &str = "STARLING_";
+
+impl TaskEnv {
+    /// An environment of `vars`; a name given twice keeps its last value. No variables: the
+    /// default environment.
+    pub fn new(vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut map = std::collections::BTreeMap::new();
+        for (k, v) in vars {
+            map.insert(k, v);
+        }
+        if map.is_empty() {
+            return TaskEnv(None);
+        }
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        for (k, v) in &map {
+            // Length-prefixed, so no two sets of pairs hash the same bytes.
+            for part in [k, v] {
+                digest.update(&(part.len() as u64).to_le_bytes());
+                digest.update(part.as_bytes());
+            }
+        }
+        let hash = digest.finish();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&hash.as_ref()[..8]);
+        // 0 names the default environment.
+        let id = EnvId(u64::from_le_bytes(first).max(1));
+        TaskEnv(Some(Arc::new(EnvVars {
+            id,
+            vars: map.into_iter().collect(),
+        })))
+    }
+
+    /// Its id ([`EnvId::NONE`] for the default environment).
+    #[inline]
+    pub fn id(&self) -> EnvId {
+        self.0.as_ref().map_or(EnvId::NONE, |e| e.id)
+    }
+
+    /// Whether it sets no variable.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Its variables, sorted by name.
+    pub fn vars(&self) -> &[(String, String)] {
+        self.0.as_deref().map_or(&[], |e| &e.vars)
+    }
+
+    /// Why no process could be started with it, if so: a name that is empty or holds `=` or a
+    /// NUL byte, a value with a NUL byte (execve(2) cannot carry them), or a name Starling sets
+    /// itself ([`RESERVED_ENV_PREFIX`]).
+    pub fn check(&self) -> Result<(), String> {
+        for (k, v) in self.vars() {
+            if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+                return Err(format!(
+                    "environment variable `{}` is not NAME=VALUE (a name without `=`, no NUL \
+                     bytes)",
+                    k.escape_debug()
+                ));
+            }
+            if k.starts_with(RESERVED_ENV_PREFIX) {
+                return Err(format!(
+                    "environment variable `{k}` is Starling's own (names starting with \
+                     `{RESERVED_ENV_PREFIX}` are set by the node agent)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PartialEq for TaskEnv {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for TaskEnv {}
+
+impl fmt::Debug for TaskEnv {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            None => f.write_str("TaskEnv(default)"),
+            Some(e) => f
+                .debug_map()
+                .entries(e.vars.iter().map(|(k, v)| (k, v)))
+                .finish(),
+        }
+    }
+}
+
 /// Everything the scheduler needs to know about a task. Arguments are opaque bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
@@ -91,6 +216,9 @@ pub struct TaskSpec {
     /// interleaved on its executor thread, each holding its own resources (0 or 1: one at a
     /// time, the default). A worker runs several only while every one of them allows that many.
     pub max_concurrency: u32,
+    /// The environment variables of the worker process that runs it: only workers of its job
+    /// started with exactly this environment run it (the default: the job's plain workers).
+    pub env: TaskEnv,
 }
 
 impl TaskSpec {
@@ -267,5 +395,60 @@ impl fmt::Display for TaskFailure {
                 write!(f, "task {} can never be scheduled: {why}", self.task)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> TaskEnv {
+        TaskEnv::new(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn the_same_variables_in_any_order_are_one_environment() {
+        let a = env(&[("A", "1"), ("B", "2")]);
+        let b = env(&[("B", "2"), ("A", "1")]);
+        assert_eq!(a, b);
+        assert_eq!(a.id(), b.id());
+        assert_ne!(a.id(), EnvId::NONE);
+        assert_eq!(a.vars()[0], ("A".to_string(), "1".to_string()));
+        // A name given twice keeps its last value.
+        assert_eq!(env(&[("A", "0"), ("A", "1"), ("B", "2")]), a);
+    }
+
+    #[test]
+    fn different_variables_are_different_environments() {
+        let a = env(&[("A", "1")]);
+        assert_ne!(a, env(&[("A", "2")]));
+        assert_ne!(a, env(&[("A", "1"), ("B", "")]));
+        // Length-prefixed: moving a byte from a name to its value changes the id.
+        assert_ne!(env(&[("AB", "C")]), env(&[("A", "BC")]));
+        assert_ne!(a, TaskEnv::default());
+    }
+
+    #[test]
+    fn no_variables_is_the_default_environment() {
+        let e = env(&[]);
+        assert!(e.is_empty());
+        assert_eq!(e.id(), EnvId::NONE);
+        assert_eq!(e, TaskEnv::default());
+        assert!(e.check().is_ok());
+    }
+
+    #[test]
+    fn names_no_process_could_be_started_with_are_refused() {
+        assert!(env(&[("GOOD_NAME", "any value = ok")]).check().is_ok());
+        for bad in [
+            env(&[("", "v")]),
+            env(&[("A=B", "v")]),
+            env(&[("A\0", "v")]),
+            env(&[("A", "v\0")]),
+        ] {
+            assert!(bad.check().unwrap_err().contains("NAME=VALUE"), "{bad:?}");
+        }
+        let own = env(&[("STARLING_JOB_ID", "7")]).check().unwrap_err();
+        assert!(own.contains("Starling's own"), "{own}");
     }
 }

@@ -10,7 +10,7 @@ use prost::Message;
 
 use crate::{
     pb, FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy,
-    TaskArg, TaskFailure, TaskId, TaskSpec,
+    TaskArg, TaskEnv, TaskFailure, TaskId, TaskSpec,
 };
 
 /// Bytes that do not decode into the expected message.
@@ -99,8 +99,26 @@ impl From<TaskSpec> for pb::TaskSpec {
             streaming: t.streaming,
             backpressure: t.backpressure,
             max_concurrency: t.max_concurrency,
+            env: env_to_wire(&t.env),
         }
     }
+}
+
+/// A task environment's variables on the wire.
+pub(crate) fn env_to_wire(env: &TaskEnv) -> Vec<pb::EnvVar> {
+    env.vars()
+        .iter()
+        .map(|(name, value)| pb::EnvVar {
+            name: name.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+/// A task environment from the wire (sorted and identified again: the sender is not trusted to
+/// have done it).
+pub(crate) fn env_from_wire(vars: Vec<pb::EnvVar>) -> TaskEnv {
+    TaskEnv::new(vars.into_iter().map(|v| (v.name, v.value)))
 }
 
 impl TryFrom<pb::TaskSpec> for TaskSpec {
@@ -145,6 +163,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             streaming: t.streaming,
             backpressure: t.backpressure,
             max_concurrency: t.max_concurrency,
+            env: env_from_wire(t.env),
         })
     }
 }
@@ -301,6 +320,7 @@ mod tests {
             streaming: true,
             backpressure: 8,
             max_concurrency: 4,
+            env: TaskEnv::new([("PATH".into(), "/x".into())]),
         }
     }
 

@@ -9,12 +9,15 @@
 //! - A worker is idle (listed in its node's `idle` stack) if and only if it runs no task.
 //! - A worker with `concurrency > 1` holds the sum of its tasks' resources, runs fewer than
 //!   `concurrency` of them, none pipelined, none with GPUs; any other worker holds one task's.
+//! - A worker runs only tasks of its [`Pool`]: its job's, with the environment it was started
+//!   with (`TaskSpec::env`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use starling_proto::{
-    JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskId, TaskSpec, WorkerId,
+    EnvId, JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskEnv, TaskId, TaskSpec,
+    WorkerId,
 };
 
 use crate::gpus::{GpuGrant, GpuSlots};
@@ -61,19 +64,49 @@ pub struct NodeInfo {
     pub workers: usize,
 }
 
+/// The worker processes a task can run on: those of its job (which run its binary) started
+/// with its environment (`TaskSpec::env`; most tasks have none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pool {
+    /// The job whose binary the workers run.
+    pub job: JobId,
+    /// The environment they were started with.
+    pub env: EnvId,
+}
+
+impl Pool {
+    /// The pool of `spec`'s workers.
+    #[inline]
+    pub fn of(spec: &TaskSpec) -> Self {
+        Pool {
+            job: spec.job,
+            env: spec.env.id(),
+        }
+    }
+
+    /// The plain workers of `job`, with no environment of their own.
+    #[inline]
+    pub fn plain(job: JobId) -> Self {
+        Pool {
+            job,
+            env: EnvId::NONE,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub id: NodeId,
     pub total: ResourceSet,
     pub available: ResourceSet,
     pub alive: bool,
-    /// Idle workers with the job they serve, most recently idle last (reusing a warm worker
+    /// Idle workers with the pool they serve, most recently idle last (reusing a warm worker
     /// first).
-    pub idle: Vec<(JobId, WorkerId)>,
+    pub idle: Vec<(Pool, WorkerId)>,
     pub workers: usize,
-    /// Workers asked of the transport and not yet added, per job (a job that ends takes its
+    /// Workers asked of the transport and not yet added, per pool (a job that ends takes its
     /// requests with it, so they never hold back another job's).
-    pub requested_workers: HashMap<JobId, usize>,
+    pub requested_workers: HashMap<Pool, usize>,
     /// Whose tasks the node runs.
     pub usage: NodeUse,
     /// Its GPUs by id, with what is free of each.
@@ -109,6 +142,8 @@ impl NodeState {
 pub(crate) struct WorkerState {
     pub node: usize,
     pub job: JobId,
+    /// The environment it was started with: it runs only tasks of that environment.
+    pub env: EnvId,
     /// Tasks assigned to this worker, oldest first. The worker runs them one after another;
     /// more than one only when the scheduler pipelines (see [`Core::set_pipeline_depth`]).
     pub tasks: VecDeque<TaskId>,
@@ -138,6 +173,17 @@ pub(crate) struct WorkerState {
     pub concurrency: u32,
 }
 
+impl WorkerState {
+    /// The pool it belongs to.
+    #[inline]
+    pub fn pool(&self) -> Pool {
+        Pool {
+            job: self.job,
+            env: self.env,
+        }
+    }
+}
+
 /// A scheduling class: tasks with the same resource shape and strategy queue together, so a
 /// class that does not fit stops after one look instead of one look per task.
 #[derive(Debug)]
@@ -145,11 +191,25 @@ pub(crate) struct Class {
     pub resources: ResourceSet,
     pub strategy: SchedulingStrategy,
     pub job: JobId,
+    /// The environment of its tasks' workers (part of the class: a worker of one environment
+    /// never helps a class of another).
+    pub env: TaskEnv,
     pub queue: VecDeque<TaskId>,
     /// Moving average of how long one task of the class runs, in microseconds (0: unknown).
     pub avg_runtime_us: f64,
     /// Whether the slot holds a class (a freed one waits in `Core::free_classes` for reuse).
     pub live: bool,
+}
+
+impl Class {
+    /// The pool of its tasks' workers.
+    #[inline]
+    pub fn pool(&self) -> Pool {
+        Pool {
+            job: self.job,
+            env: self.env.id(),
+        }
+    }
 }
 
 /// Counters for `status` and the benches.
@@ -180,7 +240,7 @@ pub struct Core {
     pub(crate) node_index: IdMap<NodeId, usize>,
     pub(crate) workers: IdMap<WorkerId, WorkerState>,
     pub(crate) classes: Vec<Class>,
-    pub(crate) class_index: HashMap<(ResourceSet, SchedulingStrategy, JobId), u32>,
+    pub(crate) class_index: HashMap<(ResourceSet, SchedulingStrategy, JobId, EnvId), u32>,
     /// Slots of classes freed with their job, reused before `classes` grows, so `schedule`
     /// walks the classes of live jobs only.
     pub(crate) free_classes: Vec<u32>,
@@ -208,6 +268,9 @@ pub struct Core {
     /// The task making each object of a task with several returns, but its first (whose id is
     /// the task's): an entry lives as long as its object's.
     pub(crate) producers: IdMap<ObjectId, TaskId>,
+    /// Why tasks with an environment of their own cannot run here (`None`: they can): see
+    /// [`Core::refuse_task_envs`].
+    pub(crate) envs_refused: Option<&'static str>,
     pub(crate) stats: CoreStats,
 }
 
@@ -235,6 +298,13 @@ impl Core {
     /// turns it on; in one process nothing can be lost, so it stays off.
     pub fn set_lineage(&mut self, on: bool) {
         self.lineage = on;
+    }
+
+    /// Fails every task that asks for environment variables of its own (`TaskSpec::env`) as
+    /// unschedulable, for `why`: where tasks run on threads of one process, which share one
+    /// environment, no worker could ever be started with them.
+    pub fn refuse_task_envs(&mut self, why: &'static str) {
+        self.envs_refused = Some(why);
     }
 
     /// Counters.
@@ -372,11 +442,17 @@ impl Core {
                 && last.resources == spec.resources
                 && last.strategy == spec.strategy
                 && last.job == spec.job
+                && last.env == spec.env
             {
                 return id;
             }
         }
-        let key = (spec.resources.clone(), spec.strategy, spec.job);
+        let key = (
+            spec.resources.clone(),
+            spec.strategy,
+            spec.job,
+            spec.env.id(),
+        );
         if let Some(c) = self.class_index.get(&key) {
             self.last_class = Some(*c);
             return *c;
@@ -385,6 +461,7 @@ impl Core {
             resources: spec.resources.clone(),
             strategy: spec.strategy,
             job: spec.job,
+            env: spec.env.clone(),
             queue: VecDeque::new(),
             avg_runtime_us: 0.0,
             live: true,
@@ -410,8 +487,12 @@ impl Core {
             if class.live && class.job == job {
                 class.live = false;
                 class.queue = VecDeque::new();
-                self.class_index
-                    .remove(&(class.resources.clone(), class.strategy, class.job));
+                self.class_index.remove(&(
+                    class.resources.clone(),
+                    class.strategy,
+                    class.job,
+                    class.env.id(),
+                ));
                 self.free_classes.push(id as u32);
             }
         }

@@ -106,6 +106,10 @@ pub trait JobTransport: Transport {
     /// Whether `job` has a driver (its entrypoint) connected, whose binary worker processes
     /// of the job run.
     fn has_driver(&self, job: JobId) -> bool;
+    /// The environment `job`'s tasks run in by default (its workers are started with it).
+    fn task_env(&self, _job: JobId) -> starling_proto::EnvId {
+        starling_proto::EnvId::NONE
+    }
     /// The last task failure of `job`, in words, if one was reported.
     fn last_task_failure(&self, job: JobId) -> Option<String>;
     /// `job` ended: what the head kept for its driver can go.
@@ -612,7 +616,11 @@ impl Jobs {
                 .map(|n| n.total.get("CPU"));
             if let (true, Some(cpus)) = (t.has_driver(job), cpus) {
                 let count = (cpus.ceil() as u32).max(1);
-                reactor::on_workers_requested(core, node, job, count as usize);
+                let pool = crate::Pool {
+                    job,
+                    env: t.task_env(job),
+                };
+                reactor::on_workers_requested(core, node, pool, count as usize);
                 t.to_node(node, JobNodeOp::StartWorkers { job, count });
             }
             let rec = self.jobs.get_mut(&id).expect("running job");

@@ -24,7 +24,7 @@ pub mod reactor;
 pub mod testing;
 mod transport;
 
-pub use crate::core::{Core, CoreStats, NodeInfo, NodeUse, TaskState};
+pub use crate::core::{Core, CoreStats, NodeInfo, NodeUse, Pool, TaskState};
 pub use crate::objects::ObjectState;
 pub use crate::transport::{TaskOutcome, Transport};
 pub use starling_proto as proto;

@@ -6,9 +6,9 @@
 //! large workloads spread. `Spread` rotates over the nodes that fit. Node affinity pins a node,
 //! falling back to the default policy when `soft` and the node cannot take it.
 
-use starling_proto::{JobId, ResourceSet, SchedulingStrategy, RESOURCE_SCALE};
+use starling_proto::{ResourceSet, SchedulingStrategy, RESOURCE_SCALE};
 
-use crate::core::NodeState;
+use crate::core::{NodeState, Pool};
 
 /// The outcome of looking for a node.
 #[derive(Debug, PartialEq)]
@@ -26,17 +26,17 @@ pub(crate) enum Placement {
 
 const PACK_THRESHOLD: f64 = 0.5;
 
-/// Whether `n` can start a task of `job` right now: resources free and a worker of the job idle.
-fn fits_now(n: &NodeState, need: &ResourceSet, job: JobId, restricted: bool) -> bool {
+/// Whether `n` can start a task of `pool` right now: resources free and a worker of it idle.
+fn fits_now(n: &NodeState, need: &ResourceSet, pool: Pool, restricted: bool) -> bool {
     n.alive
-        && n.serves(job, restricted)
-        && n.idle.iter().any(|(j, _)| *j == job)
+        && n.serves(pool.job, restricted)
+        && n.idle.iter().any(|(p, _)| *p == pool)
         && n.available.contains(need)
         && n.gpus.fits(need.units("GPU"))
 }
 
-fn fits_ever(n: &NodeState, need: &ResourceSet, job: JobId, restricted: bool) -> bool {
-    n.alive && n.serves(job, restricted) && n.total.contains(need)
+fn fits_ever(n: &NodeState, need: &ResourceSet, pool: Pool, restricted: bool) -> bool {
+    n.alive && n.serves(pool.job, restricted) && n.total.contains(need)
 }
 
 /// Picks a node for a task needing `need` under `strategy`.
@@ -44,28 +44,28 @@ pub(crate) fn place(
     nodes: &[NodeState],
     need: &ResourceSet,
     strategy: SchedulingStrategy,
-    job: JobId,
+    pool: Pool,
     restricted: bool,
     spread_cursor: &mut usize,
 ) -> Placement {
     match strategy {
-        SchedulingStrategy::Default => hybrid(nodes, need, job, restricted),
+        SchedulingStrategy::Default => hybrid(nodes, need, pool, restricted),
         SchedulingStrategy::Spread => {
             let n = nodes.len();
             for k in 0..n {
                 let i = (*spread_cursor + k) % n;
-                if fits_now(&nodes[i], need, job, restricted) {
+                if fits_now(&nodes[i], need, pool, restricted) {
                     *spread_cursor = (i + 1) % n;
                     return Placement::Node(i);
                 }
             }
-            wait_or_infeasible(nodes, need, job, restricted)
+            wait_or_infeasible(nodes, need, pool, restricted)
         }
         SchedulingStrategy::NodeAffinity { node, soft } => {
             match nodes.iter().position(|n| n.id == node) {
-                Some(i) if fits_now(&nodes[i], need, job, restricted) => Placement::Node(i),
-                Some(i) if fits_ever(&nodes[i], need, job, restricted) && !soft => Placement::Wait,
-                _ if soft => hybrid(nodes, need, job, restricted),
+                Some(i) if fits_now(&nodes[i], need, pool, restricted) => Placement::Node(i),
+                Some(i) if fits_ever(&nodes[i], need, pool, restricted) && !soft => Placement::Wait,
+                _ if soft => hybrid(nodes, need, pool, restricted),
                 Some(i) if !nodes[i].alive => Placement::Unschedulable(format!(
                     "needs node {node}, which is dead (affinity is hard; use soft affinity to \
                      allow other nodes)"
@@ -80,10 +80,10 @@ pub(crate) fn place(
     }
 }
 
-fn hybrid(nodes: &[NodeState], need: &ResourceSet, job: JobId, restricted: bool) -> Placement {
+fn hybrid(nodes: &[NodeState], need: &ResourceSet, pool: Pool, restricted: bool) -> Placement {
     let mut best: Option<(usize, f64)> = None;
     for (i, n) in nodes.iter().enumerate() {
-        if !fits_now(n, need, job, restricted) {
+        if !fits_now(n, need, pool, restricted) {
             continue;
         }
         let after = utilization_after(n, need);
@@ -96,7 +96,7 @@ fn hybrid(nodes: &[NodeState], need: &ResourceSet, job: JobId, restricted: bool)
     }
     match best {
         Some((i, _)) => Placement::Node(i),
-        None => wait_or_infeasible(nodes, need, job, restricted),
+        None => wait_or_infeasible(nodes, need, pool, restricted),
     }
 }
 
@@ -113,13 +113,16 @@ fn utilization_after(n: &NodeState, need: &ResourceSet) -> f64 {
 fn wait_or_infeasible(
     nodes: &[NodeState],
     need: &ResourceSet,
-    job: JobId,
+    pool: Pool,
     restricted: bool,
 ) -> Placement {
-    if nodes.iter().any(|n| fits_ever(n, need, job, restricted)) {
+    if nodes.iter().any(|n| fits_ever(n, need, pool, restricted)) {
         return Placement::Wait;
     }
-    let serving: Vec<&NodeState> = nodes.iter().filter(|n| n.serves(job, restricted)).collect();
+    let serving: Vec<&NodeState> = nodes
+        .iter()
+        .filter(|n| n.serves(pool.job, restricted))
+        .collect();
     if serving.is_empty() && nodes.iter().any(|n| n.alive) {
         // Nodes exist but none is this job's yet (a multi-node job between allocations, or a
         // driver on a cluster whose nodes all belong to pools): wait for one.
@@ -156,7 +159,7 @@ pub(crate) fn infeasible_reason(nodes: &[NodeState], need: &ResourceSet) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use starling_proto::NodeId;
+    use starling_proto::{JobId, NodeId};
 
     fn node(id: u64, total: ResourceSet) -> NodeState {
         NodeState {
@@ -165,7 +168,7 @@ mod tests {
             available: total.clone(),
             total,
             alive: true,
-            idle: vec![(JobId(0), starling_proto::WorkerId(id))],
+            idle: vec![(Pool::plain(JobId(0)), starling_proto::WorkerId(id))],
             workers: 1,
             requested_workers: Default::default(),
             usage: Default::default(),
@@ -186,7 +189,7 @@ mod tests {
                 &nodes,
                 &one,
                 SchedulingStrategy::Default,
-                JobId(0),
+                Pool::plain(JobId(0)),
                 false,
                 &mut cur,
             ) else {
@@ -215,7 +218,7 @@ mod tests {
             &nodes,
             &one,
             SchedulingStrategy::Spread,
-            JobId(0),
+            Pool::plain(JobId(0)),
             false,
             &mut cur,
         );
@@ -223,7 +226,7 @@ mod tests {
             &nodes,
             &one,
             SchedulingStrategy::Spread,
-            JobId(0),
+            Pool::plain(JobId(0)),
             false,
             &mut cur,
         );
@@ -266,11 +269,11 @@ mod tests {
             soft: true,
         };
         assert_eq!(
-            place(&nodes, &one, hard, JobId(0), false, &mut cur),
+            place(&nodes, &one, hard, Pool::plain(JobId(0)), false, &mut cur),
             Placement::Wait
         );
         assert_eq!(
-            place(&nodes, &one, soft, JobId(0), false, &mut cur),
+            place(&nodes, &one, soft, Pool::plain(JobId(0)), false, &mut cur),
             Placement::Node(0)
         );
         let unknown = SchedulingStrategy::NodeAffinity {
@@ -278,12 +281,19 @@ mod tests {
             soft: false,
         };
         assert!(matches!(
-            place(&nodes, &one, unknown, JobId(0), false, &mut cur),
+            place(
+                &nodes,
+                &one,
+                unknown,
+                Pool::plain(JobId(0)),
+                false,
+                &mut cur
+            ),
             Placement::Unschedulable(_)
         ));
         nodes[1].alive = false;
         assert!(matches!(
-            place(&nodes, &one, hard, JobId(0), false, &mut cur),
+            place(&nodes, &one, hard, Pool::plain(JobId(0)), false, &mut cur),
             Placement::Unschedulable(why) if why.contains("dead")
         ));
     }

@@ -11,7 +11,7 @@ use starling_proto::{
     TaskFailure, TaskId, TaskSpec, WorkerId,
 };
 
-use crate::core::{Core, NodeState, NodeUse, TaskEntry, TaskState, WorkerState};
+use crate::core::{Core, NodeState, NodeUse, Pool, TaskEntry, TaskState, WorkerState};
 use crate::gpus::GpuSlots;
 use crate::objects::{ObjectEntry, ObjectState};
 use crate::placement::{place, Placement};
@@ -85,23 +85,31 @@ pub fn on_worker_added(core: &mut Core, node: NodeId, worker: WorkerId) {
 /// A worker of `node` that runs `job`'s binary is ready for its tasks. Unknown nodes are ignored
 /// (the worker's node must be added first).
 pub fn on_job_worker_added(core: &mut Core, node: NodeId, job: JobId, worker: WorkerId) {
+    on_pool_worker_added(core, node, Pool::plain(job), worker)
+}
+
+/// A worker of `node` that runs its job's binary, started with the environment of `pool`, is
+/// ready for the tasks of that pool. Unknown nodes are ignored (the worker's node must be added
+/// first).
+pub fn on_pool_worker_added(core: &mut Core, node: NodeId, pool: Pool, worker: WorkerId) {
     let Some(&i) = core.node_index.get(&node) else {
         return;
     };
     let n = &mut core.nodes[i];
     n.workers += 1;
-    if let Some(r) = n.requested_workers.get_mut(&job) {
+    if let Some(r) = n.requested_workers.get_mut(&pool) {
         *r = r.saturating_sub(1);
         if *r == 0 {
-            n.requested_workers.remove(&job);
+            n.requested_workers.remove(&pool);
         }
     }
-    n.idle.push((job, worker));
+    n.idle.push((pool, worker));
     core.workers.insert(
         worker,
         WorkerState {
             node: i,
-            job,
+            job: pool.job,
+            env: pool.env,
             tasks: std::collections::VecDeque::new(),
             class: 0,
             held: ResourceSet::new(),
@@ -137,11 +145,11 @@ pub fn on_job_restricted(core: &mut Core, job: JobId, restricted: bool) {
     }
 }
 
-/// `n` more workers of `job` were asked of `node` (outside [`schedule`], which asks for its
-/// own): until they are added, a starved class of the job asks for no more there.
-pub fn on_workers_requested(core: &mut Core, node: NodeId, job: JobId, n: usize) {
+/// `n` more workers of `pool` were asked of `node` (outside [`schedule`], which asks for its
+/// own): until they are added, a starved class of the pool asks for no more there.
+pub fn on_workers_requested(core: &mut Core, node: NodeId, pool: Pool, n: usize) {
     if let Some(&i) = core.node_index.get(&node) {
-        *core.nodes[i].requested_workers.entry(job).or_default() += n;
+        *core.nodes[i].requested_workers.entry(pool).or_default() += n;
     }
 }
 
@@ -163,9 +171,17 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
         }
     }
 
+    // A task whose environment no worker could be started with can never run.
+    let mut upstream = (!spec.env.is_empty())
+        .then(|| {
+            core.envs_refused
+                .map(|why| why.to_string())
+                .or_else(|| spec.env.check().err())
+        })
+        .flatten()
+        .map(FailureKind::Unschedulable);
     // Check every dependency before touching any, so a failure leaves no counts behind.
-    let mut upstream = None;
-    for dep in spec.dependencies() {
+    for dep in spec.dependencies().take_while(|_| upstream.is_none()) {
         match core.objects.get(&dep).map(|o| &o.state) {
             None => {
                 upstream = Some(FailureKind::ObjectLost(dep));
@@ -326,13 +342,13 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     let Some(worker) = worker else {
         return false;
     };
-    let job = entry.spec.job;
+    let pool = Pool::of(&entry.spec);
     let Some(w) = core.workers.get_mut(&worker) else {
         return false;
     };
     if w.draining
         || w.concurrency > 1
-        || w.job != job
+        || w.pool() != pool
         || w.class as usize != class
         || w.tasks.len() >= depth
     {
@@ -543,7 +559,7 @@ pub fn on_task_done(
         node.available.add(&held);
         node.gpus.give(&std::mem::take(&mut w.gpus));
         if !w.draining {
-            node.idle.push((w.job, worker));
+            node.idle.push((w.pool(), worker));
         }
     }
 
@@ -847,7 +863,7 @@ pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usiz
         n += usize::from(on_cancel(core, t, task, true));
     }
     for node in &mut core.nodes {
-        node.requested_workers.remove(&job);
+        node.requested_workers.retain(|p, _| p.job != job);
     }
     // Every task of the job is gone: its classes go too, so `schedule` never walks them again.
     if !core.tasks.values().any(|e| e.spec.job == job) {
@@ -882,7 +898,7 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
                 &core.nodes,
                 &class.resources,
                 class.strategy,
-                class.job,
+                class.pool(),
                 restricted,
                 &mut core.spread_cursor,
             ) {
@@ -920,7 +936,7 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
 fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usize) {
     let node = &mut core.nodes[node_index];
     let entry = core.tasks.get_mut(&task).expect("live");
-    let job = entry.spec.job;
+    let pool = Pool::of(&entry.spec);
     // The most recently idle worker of the job, unless one last ran a task reading the same
     // first object (a shard of data a series of tasks works on): that one has it warm.
     let first = entry.spec.dependencies().next();
@@ -928,9 +944,9 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     let warm = first.and_then(|o| {
         node.idle
             .iter()
-            .rposition(|(j, w)| *j == job && workers.get(w).and_then(|s| s.warm) == Some(o))
+            .rposition(|(p, w)| *p == pool && workers.get(w).and_then(|s| s.warm) == Some(o))
     });
-    let pos = warm.or_else(|| node.idle.iter().rposition(|(j, _)| *j == job));
+    let pos = warm.or_else(|| node.idle.iter().rposition(|(p, _)| *p == pool));
     let (_, worker) = node
         .idle
         .remove(pos.expect("placement only picks nodes with an idle worker of the job"));
@@ -980,6 +996,7 @@ fn join_concurrent(core: &mut Core, t: &mut impl Transport, class: usize, task: 
     }
     let class = &core.classes[class];
     let restricted = core.restricted_jobs.contains(&class.job);
+    let pool = class.pool();
     let pinned = match class.strategy {
         SchedulingStrategy::NodeAffinity { node, soft: false } => Some(node),
         _ => None,
@@ -989,7 +1006,7 @@ fn join_concurrent(core: &mut Core, t: &mut impl Transport, class: usize, task: 
         .iter()
         .filter(|(_, w)| {
             let node = &core.nodes[w.node];
-            w.job == class.job
+            w.pool() == pool
                 && w.concurrency > 1
                 && !w.draining
                 && !w.blocked
@@ -1112,7 +1129,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
             depth
         }
     };
-    let job = core.classes[class].job;
+    let pool = core.classes[class].pool();
     // A task of a function that may run long is not queued behind anything, and nothing is
     // queued behind a task that may run long, except on a worker blocked in `get` (it runs
     // what it is handed at once, beside the blocked task).
@@ -1124,7 +1141,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
         .workers
         .iter()
         .filter(|(_, w)| {
-            w.job == job
+            w.pool() == pool
                 && !w.draining
                 && w.concurrency <= 1
                 && !w.tasks.is_empty()
@@ -1150,6 +1167,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
 fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usize) {
     let need = &core.classes[class].resources;
     let job = core.classes[class].job;
+    let pool = core.classes[class].pool();
     let restricted = core.restricted_jobs.contains(&job);
     // A task pinned to a node (hard affinity) is helped only by a worker on that node.
     let only = match core.classes[class].strategy {
@@ -1160,15 +1178,15 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
         if only.is_some_and(|id| id != n.id) {
             continue;
         }
-        let idle_for_job = n.idle.iter().any(|(j, _)| *j == job);
+        let idle_in_pool = n.idle.iter().any(|(p, _)| *p == pool);
         if n.alive
             && n.serves(job, restricted)
-            && !idle_for_job
-            && !n.requested_workers.contains_key(&job)
+            && !idle_in_pool
+            && !n.requested_workers.contains_key(&pool)
             && n.available.contains(need)
         {
-            *n.requested_workers.entry(job).or_default() += 1;
-            t.request_worker(n.id, job);
+            *n.requested_workers.entry(pool).or_default() += 1;
+            t.request_worker(n.id, job, &core.classes[class].env);
             return;
         }
     }

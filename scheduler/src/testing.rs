@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use starling_proto::{JobId, NodeId, ObjectId, TaskFailure, TaskId, TaskSpec, WorkerId};
+use starling_proto::{
+    EnvId, JobId, NodeId, ObjectId, TaskEnv, TaskFailure, TaskId, TaskSpec, WorkerId,
+};
 
 use crate::jobs::{JobInfo, JobNodeOp, JobTransport, PoolSpec};
 use crate::Transport;
@@ -18,8 +20,8 @@ pub enum Sent {
     ObjectReady(ObjectId, NodeId),
     /// `free_object`.
     Free(ObjectId, Option<NodeId>),
-    /// `request_worker`.
-    RequestWorker(NodeId, JobId),
+    /// `request_worker`, with the id of the environment asked for.
+    RequestWorker(NodeId, JobId, EnvId),
     /// `cancel_running`.
     CancelRunning(WorkerId, TaskId, bool),
     /// `JobTransport::to_node`.
@@ -31,6 +33,8 @@ pub enum Sent {
 pub struct RecordingTransport {
     /// Everything sent so far.
     pub sent: Vec<Sent>,
+    /// The environments workers were asked with, by id.
+    pub envs: std::collections::HashMap<EnvId, TaskEnv>,
     /// The GPU ids each dispatched task that holds GPUs was given, by task (last dispatch).
     pub gpu_ids: std::collections::HashMap<TaskId, Vec<Arc<str>>>,
     /// The job table as last persisted, by job (a disk that keeps every write).
@@ -89,8 +93,9 @@ impl Transport for RecordingTransport {
     fn free_object(&mut self, object: ObjectId, node: Option<NodeId>) {
         self.sent.push(Sent::Free(object, node));
     }
-    fn request_worker(&mut self, node: NodeId, job: JobId) {
-        self.sent.push(Sent::RequestWorker(node, job));
+    fn request_worker(&mut self, node: NodeId, job: JobId, env: &TaskEnv) {
+        self.envs.insert(env.id(), env.clone());
+        self.sent.push(Sent::RequestWorker(node, job, env.id()));
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.sent.push(Sent::CancelRunning(worker, task, force));
@@ -152,5 +157,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         streaming: false,
         backpressure: 0,
         max_concurrency: 0,
+        env: TaskEnv::default(),
     }
 }

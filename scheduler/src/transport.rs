@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use starling_proto::{
-    JobId, NodeId, ObjectId, RemoteError, TaskFailure, TaskId, TaskSpec, WorkerId,
+    JobId, NodeId, ObjectId, RemoteError, TaskEnv, TaskFailure, TaskId, TaskSpec, WorkerId,
 };
 
 /// What the scheduler asks the outside world to do. Implementations must not call back into the
@@ -29,8 +29,9 @@ pub trait Transport {
     /// Nobody refers to `object` any more: drop its value from `node`'s store.
     fn free_object(&mut self, object: ObjectId, node: Option<NodeId>);
 
-    /// `node` has resources for more work of `job` but no idle worker of it: start one more.
-    fn request_worker(&mut self, node: NodeId, job: JobId);
+    /// `node` has resources for more work of `job` but no idle worker of it with the
+    /// environment `env`: start one more, with `env` set.
+    fn request_worker(&mut self, node: NodeId, job: JobId, env: &TaskEnv);
 
     /// Stop `task`, running on `worker`: `force` kills it, otherwise it is asked to stop.
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool);

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use starling_proto::{
-    FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy, TaskArg,
-    TaskFailure, TaskId, TaskSpec, WorkerId,
+    EnvId, FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy,
+    TaskArg, TaskFailure, TaskId, TaskSpec, WorkerId,
 };
 use starling_scheduler::reactor::{
     self, on_add_ref, on_cancel, on_cancel_tree, on_nested, on_node_added, on_objects_lost, on_put,
@@ -732,8 +732,8 @@ impl Transport for AttemptLog {
     fn free_object(&mut self, object: ObjectId, node: Option<NodeId>) {
         self.rec.free_object(object, node);
     }
-    fn request_worker(&mut self, node: NodeId, _job: JobId) {
-        self.rec.request_worker(node, _job);
+    fn request_worker(&mut self, node: NodeId, job: JobId, env: &starling_proto::TaskEnv) {
+        self.rec.request_worker(node, job, env);
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.rec.cancel_running(worker, task, force);
@@ -1344,7 +1344,7 @@ fn force_cancel_lets_the_worker_go_at_once_and_never_retries() {
     c.submit(task(2, vec![]));
     assert_eq!(
         c.schedule(),
-        [Sent::RequestWorker(N1, JobId(0))],
+        [Sent::RequestWorker(N1, JobId(0), EnvId::NONE)],
         "the freed CPU asks for a fresh worker, never the killed one"
     );
     on_worker_added(&mut c.core, N1, WorkerId(2));
@@ -1457,7 +1457,10 @@ fn blocked_worker_lends_its_cpu_and_a_new_worker_is_requested() {
     );
     assert_eq!(c.core.worker_held(WorkerId(1)), Some(&ResourceSet::new()));
     // The CPU is free but no worker is idle: ask for one, once.
-    assert_eq!(c.schedule(), [Sent::RequestWorker(N1, JobId(0))]);
+    assert_eq!(
+        c.schedule(),
+        [Sent::RequestWorker(N1, JobId(0), EnvId::NONE)]
+    );
     assert!(c.schedule().is_empty(), "one request at a time");
 
     on_worker_added(&mut c.core, N1, WorkerId(2));
@@ -1480,7 +1483,7 @@ fn node_with_more_cpus_than_idle_workers_requests_a_worker() {
         c.schedule(),
         [
             Sent::Dispatch(N1, WorkerId(1), TaskId(1)),
-            Sent::RequestWorker(N1, JobId(0))
+            Sent::RequestWorker(N1, JobId(0), EnvId::NONE)
         ]
     );
     assert_eq!(c.state(2), Some(TaskState::Queued));
@@ -1794,7 +1797,7 @@ fn observe(
                 );
                 *seen.freed.entry(o).or_default() += 1;
             }
-            Sent::RequestWorker(n, _) => {
+            Sent::RequestWorker(n, ..) => {
                 panic!("seed {seed}: {n} has a worker per half CPU")
             }
             Sent::CancelRunning(w, _, force) => {
@@ -1864,7 +1867,10 @@ fn hard_affinity_asks_for_a_worker_on_its_own_node() {
     };
     on_submit(&mut core, &mut t, spec);
     schedule(&mut core, &mut t);
-    assert_eq!(t.take(), vec![Sent::RequestWorker(NodeId(2), JobId(0))]);
+    assert_eq!(
+        t.take(),
+        vec![Sent::RequestWorker(NodeId(2), JobId(0), EnvId::NONE)]
+    );
 }
 
 /// One node, one worker, pipelining on: short tasks queue behind the running one on the busy
@@ -2618,13 +2624,14 @@ fn a_job_s_pending_worker_requests_never_hold_back_another_job_and_end_with_it()
         spec
     };
     // Driver A's workers were asked for at its start and never came (it was killed first).
-    reactor::on_workers_requested(&mut c.core, N1, a, 2);
+    reactor::on_workers_requested(&mut c.core, N1, starling_scheduler::Pool::plain(a), 2);
     c.submit(of(a, 1));
     assert!(c.schedule().is_empty(), "A's workers are on their way");
     // Driver B's task still gets a worker of its own asked for.
     c.submit(of(b, 2));
     assert!(
-        c.schedule().contains(&Sent::RequestWorker(N1, b)),
+        c.schedule()
+            .contains(&Sent::RequestWorker(N1, b, EnvId::NONE)),
         "B's class is starved and must ask for a worker"
     );
     // A ends: its task is cancelled and its requests dropped.
@@ -2633,7 +2640,7 @@ fn a_job_s_pending_worker_requests_never_hold_back_another_job_and_end_with_it()
     c.submit(of(a, 3));
     assert_eq!(
         c.schedule(),
-        [Sent::RequestWorker(N1, a)],
+        [Sent::RequestWorker(N1, a, EnvId::NONE)],
         "A's old requests no longer count once it ended"
     );
 }

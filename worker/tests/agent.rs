@@ -421,6 +421,7 @@ async fn workers_are_logged_replaced_and_stopped() -> Result<()> {
         job: JobId(3),
         build: "b".into(),
         count: 2,
+        env: Default::default(),
     }));
     let pids = eventually("two worker logs", || {
         let p = worker_pids(&logs, 3)?;
@@ -537,6 +538,7 @@ async fn shutdown_and_drop_leave_no_process() -> Result<()> {
         job: JobId(1),
         build: "b".into(),
         count: 3,
+        env: Default::default(),
     }));
     let pids = eventually("three live workers", || {
         let p = worker_pids(&logs, 1)?;
@@ -557,6 +559,7 @@ async fn shutdown_and_drop_leave_no_process() -> Result<()> {
         job: JobId(2),
         build: "b".into(),
         count: 1,
+        env: Default::default(),
     }));
     let pid = eventually("a live worker", || {
         let p = worker_pids(&logs, 2)?;
@@ -584,12 +587,14 @@ async fn downloads_the_binary_by_build() -> Result<()> {
         job: JobId(8),
         build: "f".repeat(64),
         count: 1,
+        env: Default::default(),
     }));
     for _ in 0..2 {
         head.send(HeadToNodeOp::StartWorkers(StartWorkers {
             job: JobId(9),
             build: build.clone(),
             count: 1,
+            env: Default::default(),
         }));
     }
     let pids = eventually("two workers of the downloaded build", || {
@@ -644,11 +649,13 @@ async fn a_tampered_binary_is_never_run() -> Result<()> {
         job: JobId(9),
         build: build.clone(),
         count: 1,
+        env: Default::default(),
     }));
     head.send(HeadToNodeOp::StartWorkers(StartWorkers {
         job: JobId(8),
         build: forged_build.clone(),
         count: 1,
+        env: Default::default(),
     }));
     let pids = eventually("a worker of the real build", || {
         let p = worker_pids(&logs, 9)?;
@@ -902,6 +909,7 @@ async fn losing_the_head_stops_workers() -> Result<()> {
         job: JobId(4),
         build: "b".into(),
         count: 1,
+        env: Default::default(),
     }));
     let logs = tmp.0.join("logs");
     let pid = eventually("a live worker", || {

@@ -91,6 +91,13 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
     let job: u64 = var(env::JOB_ID)?
         .parse()
         .map_err(|_| crate::Error::Startup("bad job id".into()))?;
+    // The task environment the agent started this process with (unset: none).
+    let task_env: u64 = match std::env::var(env::WORKER_ENV) {
+        Ok(v) => v
+            .parse()
+            .map_err(|_| crate::Error::Startup("bad worker environment id".into()))?,
+        Err(_) => 0,
+    };
     let local = std::env::var(env::STORE_DIR).ok().map(|dir| LocalStore {
         node,
         dir: PathBuf::from(dir),
@@ -105,6 +112,7 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
         job: starling_proto::JobId(job),
         is_worker: true,
         pid: std::process::id(),
+        env: starling_proto::EnvId(task_env),
     };
     let kind = SessionKind {
         hello,

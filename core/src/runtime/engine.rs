@@ -91,7 +91,12 @@ impl Transport for Effects {
     fn free_object(&mut self, object: ObjectId, _node: Option<NodeId>) {
         self.0.push(Effect::Free(object));
     }
-    fn request_worker(&mut self, _node: NodeId, _job: starling_proto::JobId) {
+    fn request_worker(
+        &mut self,
+        _node: NodeId,
+        _job: starling_proto::JobId,
+        _env: &starling_proto::TaskEnv,
+    ) {
         self.0.push(Effect::SpawnWorker);
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
@@ -191,6 +196,11 @@ impl Engine {
             )));
         }
         let mut core = Core::new();
+        core.refuse_task_envs(
+            "env_vars need a worker process of their own, and the in-process runtime runs every \
+             task on threads of this one process, in its environment: use the local cluster \
+             (`Config::default()`) or a cluster for tasks with env_vars",
+        );
         reactor::on_node_added(&mut core, NODE, config.resources.clone());
         let engine = Arc::new_cyclic(|me| Engine {
             sched: Mutex::new(Sched {

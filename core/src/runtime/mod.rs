@@ -536,6 +536,7 @@ pub(crate) fn prepare_call(
         } else {
             1
         },
+        env: o.env,
     };
     Ok((spec, keep))
 }

@@ -96,6 +96,18 @@ pub struct TaskSpec {
     /// once, each holding its own resources (0 or 1: one at a time).
     #[prost(uint32, tag = "16")]
     pub max_concurrency: u32,
+    /// Environment variables of the worker process that runs it, sorted by name (empty: the job's
+    /// plain workers). Tasks of a different environment run in different worker processes.
+    #[prost(message, repeated, tag = "17")]
+    pub env: ::prost::alloc::vec::Vec<EnvVar>,
+}
+/// One environment variable of a task's worker process.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct EnvVar {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub value: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RemoteError {
@@ -189,6 +201,9 @@ pub struct Hello {
     pub is_worker: bool,
     #[prost(uint32, tag = "6")]
     pub pid: u32,
+    /// Set by worker processes: the id of the environment they were started with (0: none).
+    #[prost(uint64, tag = "7")]
+    pub env: u64,
 }
 #[derive(Clone, Copy, PartialEq, ::prost::Message)]
 pub struct Welcome {
@@ -445,6 +460,9 @@ pub struct StartWorkers {
     pub build: ::prost::alloc::string::String,
     #[prost(uint32, tag = "3")]
     pub count: u32,
+    /// The environment variables they run with (a task's env_vars; empty: none).
+    #[prost(message, repeated, tag = "4")]
+    pub env: ::prost::alloc::vec::Vec<EnvVar>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct NodeOp {

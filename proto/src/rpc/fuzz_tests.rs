@@ -43,6 +43,7 @@ fn spec() -> TaskSpec {
         streaming: true,
         backpressure: 2,
         max_concurrency: 3,
+        env: crate::TaskEnv::new([("B".into(), "2".into()), ("A".into(), "1".into())]),
     }
 }
 
@@ -83,6 +84,7 @@ fn client_batch() -> pb::ClientBatch {
             job: 2,
             is_worker: true,
             pid: 77,
+            env: 5,
         }),
         Kind::Submit((&spec()).into()),
         Kind::Put(pb::ObjectValue {
@@ -244,6 +246,10 @@ fn head_to_node_batch() -> pb::HeadToNodeBatch {
             job: 1,
             build: "00ff".into(),
             count: 4,
+            env: vec![pb::EnvVar {
+                name: "K".into(),
+                value: "v".into(),
+            }],
         }),
         Kind::StopJob(2),
         Kind::FreeObject(5),

@@ -58,6 +58,7 @@ impl From<StartWorkers> for pb::StartWorkers {
             job: s.job.0,
             build: s.build,
             count: s.count,
+            env: crate::wire::env_to_wire(&s.env),
         }
     }
 }
@@ -68,6 +69,7 @@ impl From<pb::StartWorkers> for StartWorkers {
             job: JobId(s.job),
             build: s.build,
             count: s.count,
+            env: crate::wire::env_from_wire(s.env),
         }
     }
 }

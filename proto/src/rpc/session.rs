@@ -7,7 +7,7 @@ use crate::session::{
     ResolvedArg, Returned, RunTask, StreamAck, StreamItem, TaskDone, Value, Welcome,
 };
 use crate::wire::DecodeError;
-use crate::{JobId, NodeId, ObjectId, TaskId};
+use crate::{EnvId, JobId, NodeId, ObjectId, TaskId};
 
 wire!(try ClientBatch => pb::ClientBatch, HeadBatch => pb::HeadBatch);
 
@@ -24,6 +24,7 @@ impl From<Hello> for pb::Hello {
             job: h.job.0,
             is_worker: h.is_worker,
             pid: h.pid,
+            env: h.env.0,
         }
     }
 }
@@ -37,6 +38,7 @@ impl From<pb::Hello> for Hello {
             job: JobId(h.job),
             is_worker: h.is_worker,
             pid: h.pid,
+            env: EnvId(h.env),
         }
     }
 }
@@ -431,6 +433,7 @@ mod tests {
             streaming: false,
             backpressure: 0,
             max_concurrency: 0,
+            env: crate::TaskEnv::default(),
         }
     }
 
@@ -513,6 +516,7 @@ mod tests {
                 job: JobId(u64::MAX),
                 is_worker: true,
                 pid: u32::MAX,
+                env: crate::EnvId(u64::MAX),
             }),
             ClientOp::Submit(spec(vec![TaskArg::Inline(vec![2; 500])])),
             ClientOp::Put(ObjectValue {

@@ -24,8 +24,8 @@ use starling_proto::session::{
 };
 use starling_proto::status::{NodeStatus, StatusReply};
 use starling_proto::{
-    FailureKind, JobId, NodeId, ObjectId, ResourceSet, TaskArg, TaskFailure, TaskId, TaskSpec,
-    WorkerId,
+    EnvId, FailureKind, JobId, NodeId, ObjectId, ResourceSet, TaskArg, TaskEnv, TaskFailure,
+    TaskId, TaskSpec, WorkerId,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tonic::Status;
@@ -35,7 +35,7 @@ use super::values::Held;
 use starling_proto::jobs::{JobInfo, JobSpec, PoolSpec};
 use starling_scheduler::jobs::{describe_exit, JobNodeOp, JobTransport, Jobs, Now, PoolActions};
 use starling_scheduler::reactor;
-use starling_scheduler::{Core, TaskOutcome, Transport};
+use starling_scheduler::{Core, Pool, TaskOutcome, Transport};
 
 /// How many of the tasks no node can hold the status lists by name.
 const INFEASIBLE_SHOWN: usize = 5;
@@ -99,6 +99,9 @@ pub(crate) struct NodeConn {
 /// What the head keeps for a job whose driver is connected.
 pub(crate) struct DriverJob {
     pub build: String,
+    /// The environment its tasks run in unless they say otherwise: a multi-node job's
+    /// `env_vars` (as Ray's job-level `runtime_env`), empty for any other driver.
+    pub env: TaskEnv,
 }
 
 /// Everything the scheduler's requests touch outside the scheduler.
@@ -337,7 +340,7 @@ impl Transport for Outbox {
         }
     }
 
-    fn request_worker(&mut self, node: NodeId, job: JobId) {
+    fn request_worker(&mut self, node: NodeId, job: JobId, env: &TaskEnv) {
         let Some(build) = self.jobs.get(&job).map(|j| j.build.clone()) else {
             return;
         };
@@ -345,6 +348,7 @@ impl Transport for Outbox {
             job,
             build,
             count: 1,
+            env: env.clone(),
         };
         self.queue_node(node, HeadToNodeOp::StartWorkers(start));
     }
@@ -398,10 +402,15 @@ impl JobTransport for Outbox {
         let kind = match op {
             JobNodeOp::Instance(i) => HeadToNodeOp::JobInstance(*i),
             JobNodeOp::StartWorkers { job, count } => {
-                let Some(build) = self.jobs.get(&job).map(|j| j.build.clone()) else {
+                let Some(j) = self.jobs.get(&job) else {
                     return;
                 };
-                HeadToNodeOp::StartWorkers(StartWorkers { job, build, count })
+                HeadToNodeOp::StartWorkers(StartWorkers {
+                    job,
+                    build: j.build.clone(),
+                    count,
+                    env: j.env.clone(),
+                })
             }
             JobNodeOp::Stop(id) => HeadToNodeOp::StopJob(JobId(id)),
         };
@@ -440,6 +449,10 @@ impl JobTransport for Outbox {
 
     fn has_driver(&self, job: JobId) -> bool {
         self.jobs.contains_key(&job)
+    }
+
+    fn task_env(&self, job: JobId) -> EnvId {
+        self.jobs.get(&job).map_or(EnvId::NONE, |j| j.env.id())
     }
 
     fn last_task_failure(&self, job: JobId) -> Option<String> {
@@ -717,7 +730,11 @@ impl Head {
             st.out.clients.insert(client, conn(job, Some(worker), node));
             st.session_jobs.insert(client, job);
             st.out.worker_client.insert(worker, client);
-            reactor::on_job_worker_added(&mut st.core, node, job, worker);
+            let pool = Pool {
+                job,
+                env: hello.env,
+            };
+            reactor::on_pool_worker_added(&mut st.core, node, pool, worker);
             welcome.job = job;
             welcome.worker = worker.0;
         } else {
@@ -737,10 +754,21 @@ impl Head {
                 (job, None)
             };
             let first_driver = !st.out.jobs.contains_key(&job);
+            // A multi-node job's variables are its tasks' environment too, but for Starling's
+            // own, which node agents set in every process they start.
+            let env = st.jobs.info(job.0).map_or_else(TaskEnv::default, |j| {
+                TaskEnv::new(
+                    j.spec
+                        .env
+                        .into_iter()
+                        .filter(|(k, _)| !k.starts_with(starling_proto::RESERVED_ENV_PREFIX)),
+                )
+            });
             st.out.jobs.insert(
                 job,
                 DriverJob {
                     build: hello.build.clone(),
+                    env: env.clone(),
                 },
             );
             st.out.clients.insert(client, conn(job, None, HEAD_NODE));
@@ -760,11 +788,13 @@ impl Head {
                 .map(|n| (n.id, (n.total.get("CPU").ceil() as u32).max(1)))
                 .collect();
             for (node, count) in starts {
-                reactor::on_workers_requested(&mut st.core, node, job, count as usize);
+                let pool = Pool { job, env: env.id() };
+                reactor::on_workers_requested(&mut st.core, node, pool, count as usize);
                 let start = StartWorkers {
                     job,
                     build: hello.build.clone(),
                     count,
+                    env: env.clone(),
                 };
                 st.out.queue_node(node, HeadToNodeOp::StartWorkers(start));
             }
@@ -904,22 +934,24 @@ impl Head {
         st.out.queue_node(node, HeadToNodeOp::NodeId(node));
         // Running drivers get workers on a new shared node too (a pool's nodes wait for a job).
         let cpus = (resources.get("CPU").ceil() as u32).max(1);
-        let jobs: Vec<(JobId, String)> = if hello.pool.is_empty() {
+        let jobs: Vec<(JobId, String, TaskEnv)> = if hello.pool.is_empty() {
             st.out
                 .jobs
                 .iter()
                 .filter(|(j, _)| st.jobs.nodes_of(**j).is_none())
-                .map(|(j, info)| (*j, info.build.clone()))
+                .map(|(j, info)| (*j, info.build.clone(), info.env.clone()))
                 .collect()
         } else {
             Vec::new()
         };
-        for (job, build) in jobs {
-            reactor::on_workers_requested(&mut st.core, node, job, cpus as usize);
+        for (job, build, env) in jobs {
+            let pool = Pool { job, env: env.id() };
+            reactor::on_workers_requested(&mut st.core, node, pool, cpus as usize);
             let start = StartWorkers {
                 job,
                 build,
                 count: cpus,
+                env,
             };
             st.out.queue_node(node, HeadToNodeOp::StartWorkers(start));
         }
@@ -1197,6 +1229,11 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
         ClientOp::Hello(_) => return Err(bad("a session says hello once")),
         ClientOp::Submit(mut spec) => {
             spec.job = job;
+            // The job's environment, under the task's own variables (which win).
+            if let Some(d) = st.out.jobs.get(&job).filter(|d| !d.env.is_empty()) {
+                let own = std::mem::take(&mut spec.env);
+                spec.env = TaskEnv::new(d.env.vars().iter().chain(own.vars()).cloned());
+            }
             own_id(client, spec.id.0, "submit task")?;
             for o in spec.references() {
                 same_job(&st.session_jobs, job, o.0, "pass object")?;

@@ -55,6 +55,7 @@ fn hello(worker: bool, node: NodeId, job: JobId) -> Hello {
         job,
         is_worker: worker,
         pid: 1,
+        env: Default::default(),
     }
 }
 
@@ -222,6 +223,9 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     streaming: rng.below(4) == 0,
                     backpressure: *rng.pick(&[0, 1, 3, u32::MAX]),
                     max_concurrency: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
+                    env: starling_proto::TaskEnv::new(
+                        (0..rng.below(2)).map(|_| (rng.string(), rng.string())),
+                    ),
                 }))
             }
         }

@@ -27,6 +27,7 @@ fn hello(version: u32) -> ClientBatch {
         job: JobId(0),
         is_worker: false,
         pid: 1,
+        env: Default::default(),
     };
     ClientBatch {
         ops: vec![ClientOp::Hello(hello)],
@@ -52,6 +53,7 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         streaming: false,
         backpressure: 0,
         max_concurrency: 0,
+        env: Default::default(),
     }
 }
 

@@ -614,7 +614,7 @@ impl Loop {
             }
             HeadToNodeOp::StartWorkers(s) => {
                 self.supervisor
-                    .start_workers(s.job, &s.build, s.count)
+                    .start_workers(s.job, &s.build, s.count, &s.env)
                     .await;
             }
             HeadToNodeOp::StopJob(job) => {

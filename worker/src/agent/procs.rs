@@ -11,6 +11,9 @@
 //! - A process that exits while its job is still in the table is replaced, at most
 //!   [`MAX_RESTARTS`] times per [`RESTART_WINDOW`] per job; a replacement the limit holds back
 //!   is retried on a later [`Supervisor::tick`], not forgotten.
+//! - A process is started, and replaced, with the environment it was asked for (a task's
+//!   `env_vars`, set under the agent's own variables): a job's processes of different
+//!   environments are its worker pools, which the head never mixes.
 //! - No process outlives the supervisor: dropping a kill switch kills the process, and every
 //!   command is spawned with `kill_on_drop`, so even an aborted watcher kills its child.
 //! - After [`Supervisor::kill_all`] nothing is started again, and after
@@ -24,7 +27,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use starling_proto::{JobId, NodeId};
+use starling_proto::{JobId, NodeId, TaskEnv};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -89,10 +92,12 @@ impl SpawnConfig {
     }
 }
 
-/// A live process: the switch that kills it and the watcher that reaps it.
+/// A live process: the switch that kills it, the watcher that reaps it, and the environment it
+/// was started with (its replacement gets the same).
 struct Proc {
     kill: Option<oneshot::Sender<()>>,
     watcher: JoinHandle<()>,
+    env: TaskEnv,
 }
 
 enum Binary {
@@ -105,11 +110,11 @@ enum Binary {
 struct Job {
     build: String,
     binary: Binary,
-    /// Processes asked for while the binary downloads.
-    pending: u32,
+    /// Processes asked for while the binary downloads, by environment.
+    pending: Vec<TaskEnv>,
     procs: HashMap<u32, Proc>,
-    /// Processes that died and still need a replacement.
-    debt: u32,
+    /// Processes that died and still need a replacement: their environments.
+    debt: Vec<TaskEnv>,
     /// When replacements were started, within the window.
     restarts: VecDeque<Instant>,
     limit_logged: bool,
@@ -157,9 +162,15 @@ impl Supervisor {
             .collect()
     }
 
-    /// `StartWorkers`: start `count` more processes for `job`, fetching its binary first if
-    /// needed.
-    pub(crate) async fn start_workers(&mut self, job: JobId, build: &str, count: u32) {
+    /// `StartWorkers`: start `count` more processes for `job` with the environment `env`,
+    /// fetching its binary first if needed.
+    pub(crate) async fn start_workers(
+        &mut self,
+        job: JobId,
+        build: &str,
+        count: u32,
+        env: &TaskEnv,
+    ) {
         if self.stopping || count == 0 {
             return;
         }
@@ -173,9 +184,9 @@ impl Supervisor {
         let entry = self.jobs.entry(job).or_insert_with(|| Job {
             build: build.to_string(),
             binary: fixed.map_or(Binary::Missing, Binary::Ready),
-            pending: 0,
+            pending: Vec::new(),
             procs: HashMap::new(),
-            debt: 0,
+            debt: Vec::new(),
             restarts: VecDeque::new(),
             limit_logged: false,
         });
@@ -189,17 +200,17 @@ impl Supervisor {
             Binary::Ready(path) => {
                 let path = path.clone();
                 for _ in 0..count {
-                    if self.spawn_one(job, &path).await.is_err() {
+                    if self.spawn_one(job, &path, env).await.is_err() {
                         // Counted as a death so the restart limit paces the retries.
                         if let Some(j) = self.jobs.get_mut(&job) {
-                            j.debt += 1;
+                            j.debt.push(env.clone());
                         }
                     }
                 }
             }
-            Binary::Fetching => entry.pending += count,
+            Binary::Fetching => entry.pending.extend((0..count).map(|_| env.clone())),
             Binary::Missing => {
-                entry.pending += count;
+                entry.pending.extend((0..count).map(|_| env.clone()));
                 entry.binary = Binary::Fetching;
                 let build = entry.build.clone();
                 self.fetch(job, build);
@@ -239,10 +250,10 @@ impl Supervisor {
                 if self.stopping {
                     return;
                 }
-                for _ in 0..pending {
-                    if self.spawn_one(job, &path).await.is_err() {
+                for env in pending {
+                    if self.spawn_one(job, &path, &env).await.is_err() {
                         if let Some(j) = self.jobs.get_mut(&job) {
-                            j.debt += 1;
+                            j.debt.push(env);
                         }
                     }
                 }
@@ -250,7 +261,8 @@ impl Supervisor {
             Err(e) => {
                 entry.binary = Binary::Missing;
                 self.log.line(format_args!(
-                    "{job}: cannot start {pending} worker(s): {e}; a later StartWorkers retries"
+                    "{job}: cannot start {} worker(s): {e}; a later StartWorkers retries",
+                    pending.len()
                 ));
             }
         }
@@ -262,13 +274,13 @@ impl Supervisor {
             .jobs
             .get_mut(&job)
             .and_then(|j| j.procs.remove(&pid))
-            .is_some();
+            .map(|p| p.env);
         self.log.line(format_args!(
             "{job}: worker pid {pid} exited with code {code}"
         ));
-        if ours && !self.stopping {
+        if let Some(env) = ours.filter(|_| !self.stopping) {
             if let Some(j) = self.jobs.get_mut(&job) {
-                j.debt += 1;
+                j.debt.push(env);
             }
             self.refill(job).await;
         }
@@ -287,7 +299,7 @@ impl Supervisor {
         let owed: Vec<JobId> = self
             .jobs
             .iter()
-            .filter(|(_, j)| j.debt > 0)
+            .filter(|(_, j)| !j.debt.is_empty())
             .map(|(id, _)| *id)
             .collect();
         for job in owed {
@@ -300,7 +312,7 @@ impl Supervisor {
             let Some(j) = self.jobs.get_mut(&job) else {
                 return;
             };
-            if j.debt == 0 || self.stopping {
+            if j.debt.is_empty() || self.stopping {
                 return;
             }
             let Binary::Ready(path) = &j.binary else {
@@ -322,31 +334,41 @@ impl Supervisor {
                         "{job}: restart limit reached ({MAX_RESTARTS} per {}s); {} worker(s) \
                          will be restarted when the limit allows",
                         RESTART_WINDOW.as_secs(),
-                        j.debt
+                        j.debt.len()
                     ));
                 }
                 return;
             }
             j.limit_logged = false;
             j.restarts.push_back(now);
-            j.debt -= 1;
-            if self.spawn_one(job, &path).await.is_err() {
+            let env = j.debt.pop().expect("debt checked above");
+            if self.spawn_one(job, &path, &env).await.is_err() {
                 // Keep the debt; the restart just recorded paces the next attempt.
                 if let Some(j) = self.jobs.get_mut(&job) {
-                    j.debt += 1;
+                    j.debt.push(env);
                 }
                 return;
             }
         }
     }
 
-    /// Starts one process of `job` and records it. Errors are logged here.
-    async fn spawn_one(&mut self, job: JobId, binary: &Path) -> Result<u32, AgentError> {
+    /// Starts one process of `job` with `env` and records it. Errors are logged here.
+    async fn spawn_one(
+        &mut self,
+        job: JobId,
+        binary: &Path,
+        env: &TaskEnv,
+    ) -> Result<u32, AgentError> {
         let tee = self.tees.get(&job).cloned();
-        match spawn_worker(&self.spawn, binary, job, &self.events, tee).await {
+        match spawn_worker(&self.spawn, binary, job, env, &self.events, tee).await {
             Ok((pid, proc)) => {
+                let named = if env.is_empty() {
+                    String::new()
+                } else {
+                    format!(", environment {}", env.id())
+                };
                 self.log.line(format_args!(
-                    "{job}: started worker pid {pid} ({})",
+                    "{job}: started worker pid {pid} ({}{named})",
                     binary.display()
                 ));
                 match self.jobs.get_mut(&job) {
@@ -450,27 +472,31 @@ pub(crate) fn die_with_agent(cmd: &mut Command) {
     }
 }
 
-/// Spawns one worker process with its environment, its log pump and its watcher.
+/// Spawns one worker process with its environment, its log pump and its watcher. The task
+/// environment `task_env` goes under the agent's own variables, which it cannot override.
 async fn spawn_worker(
     config: &SpawnConfig,
     binary: &Path,
     job: JobId,
+    task_env: &TaskEnv,
     events: &mpsc::UnboundedSender<ProcEvent>,
     tee: Option<Tee>,
 ) -> Result<(u32, Proc), AgentError> {
     let mut cmd = Command::new(binary);
     die_with_agent(&mut cmd);
-    cmd.envs(
-        config
-            .env
-            .iter()
-            .map(|(k, v)| (*k, super::for_job(k, v, job))),
-    )
-    .env(env::JOB_ID, job.0.to_string())
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
+    cmd.envs(task_env.vars().iter().map(|(k, v)| (k, v)))
+        .envs(
+            config
+                .env
+                .iter()
+                .map(|(k, v)| (*k, super::for_job(k, v, job))),
+        )
+        .env(env::JOB_ID, job.0.to_string())
+        .env(env::WORKER_ENV, task_env.id().0.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
     let mut attempt = 0;
     let mut child = loop {
         match cmd.spawn() {
@@ -503,6 +529,7 @@ async fn spawn_worker(
         Proc {
             kill: Some(kill),
             watcher,
+            env: task_env.clone(),
         },
     ))
 }
@@ -568,7 +595,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("starling-procs-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (mut sup, mut events) = supervisor("/bin/false".into(), dir.clone());
-        sup.start_workers(JobId(1), "b", 1).await;
+        sup.start_workers(JobId(1), "b", 1, &TaskEnv::default())
+            .await;
         let mut exits = 0;
         while let Ok(Some(ev)) =
             tokio::time::timeout(Duration::from_millis(1500), events.recv()).await
@@ -580,10 +608,56 @@ mod tests {
             }
         }
         assert_eq!(exits, 1 + MAX_RESTARTS);
-        assert_eq!(sup.jobs[&JobId(1)].debt, 1);
+        assert_eq!(sup.jobs[&JobId(1)].debt.len(), 1);
         sup.tick().await;
         assert!(sup.pids().is_empty());
         sup.kill_all().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A process is started with its task environment under the agent's own variables, and
+    /// replaced with the same environment when it dies.
+    #[tokio::test]
+    async fn a_replacement_gets_the_environment_of_the_process_it_replaces() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("starling-procs-env-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("seen");
+        let script = dir.join("worker.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$MODE $STARLING_JOB_ID $STARLING_WORKER_ENV\" >> {}\nexit 3\n",
+                out.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (mut sup, mut events) = supervisor(script, dir.clone());
+        let task_env = TaskEnv::new([
+            ("MODE".to_string(), "fast".to_string()),
+            // Not the agent's to give away: its own value wins.
+            (env::JOB_ID.to_string(), "99".to_string()),
+        ]);
+        sup.start_workers(JobId(7), "b", 1, &task_env).await;
+        let mut exits = 0;
+        while exits < 2 {
+            let ev = tokio::time::timeout(Duration::from_secs(10), events.recv())
+                .await
+                .expect("an exit within 10 s")
+                .expect("events open");
+            if let ProcEvent::Exited { job, pid, code } = ev {
+                assert_eq!(code, 3);
+                exits += 1;
+                sup.on_exit(job, pid, code).await;
+            }
+        }
+        sup.kill_all().await;
+        let seen = std::fs::read_to_string(&out).unwrap();
+        let want = format!("fast 7 {}", task_env.id().0);
+        let lines: Vec<&str> = seen.lines().collect();
+        assert!(lines.len() >= 2, "{seen}");
+        assert!(lines.iter().all(|l| *l == want), "{seen}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -72,6 +72,7 @@ pub(super) fn driver_hello(build: String) -> Hello {
         ),
         is_worker: false,
         pid: std::process::id(),
+        env: starling_proto::EnvId::NONE,
     }
 }
 
