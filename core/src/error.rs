@@ -47,6 +47,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The actor the call was made to is dead, or died during the call with no retries left
+    /// (Ray's `ActorDiedError`).
+    #[error("actor {actor} died: {cause}")]
+    ActorDied {
+        /// The actor.
+        actor: TaskId,
+        /// Why: its process's exit, its constructor's error, or `kill`.
+        cause: String,
+    },
     /// The wait ended before the value arrived.
     #[error("timed out after {waited:?}")]
     Timeout {
@@ -254,6 +263,10 @@ impl From<&TaskFailure> for Error {
             FailureKind::Unschedulable(reason) => Error::Unschedulable {
                 task,
                 reason: reason.clone(),
+            },
+            FailureKind::ActorDied { actor, cause } => Error::ActorDied {
+                actor: *actor,
+                cause: cause.clone(),
             },
         }
     }

@@ -251,6 +251,7 @@ fn failure_size(f: &TaskFailure) -> usize {
             FailureKind::Upstream(up) => failure_size(up),
             FailureKind::FunctionNotFound { name, build } => name.len() + build.len(),
             FailureKind::WorkerDied { exit } | FailureKind::Unschedulable(exit) => exit.len(),
+            FailureKind::ActorDied { cause, .. } => cause.len(),
             FailureKind::Cancelled | FailureKind::ObjectLost(_) => 0,
         }
 }

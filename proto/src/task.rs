@@ -169,6 +169,48 @@ impl fmt::Debug for TaskEnv {
     }
 }
 
+/// How an actor lives (Ray's actor options), carried by the task that creates it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ActorOptions {
+    /// The actor's class (its type's name), for status and errors.
+    pub class_name: String,
+    /// How many times it is started again after its process dies ([`u32::MAX`]: always).
+    pub max_restarts: u32,
+    /// How many times a call lost with the actor's process is retried on the restarted actor.
+    pub max_task_retries: u32,
+    /// Its name (empty: none), by which any driver of the cluster finds it.
+    pub name: String,
+    /// Whether it outlives its handles (Ray's `lifetime="detached"`): it lives until killed.
+    pub detached: bool,
+}
+
+/// A task's part in an actor's life (Ray's actors: a worker that keeps state across calls).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ActorRole {
+    /// A plain task.
+    #[default]
+    None,
+    /// Creates an actor, whose id is this task's: the task runs the constructor, and its worker
+    /// then belongs to the actor for the actor's life, holding the task's resources. The
+    /// task's object is the actor's: the actor lives while it does (or, detached, until
+    /// killed).
+    Create(Arc<ActorOptions>),
+    /// Calls a method of this actor (its creation task's id), on the actor's worker, after the
+    /// calls submitted to it before. It holds no resources of its own (the actor holds them).
+    Call(TaskId),
+}
+
+impl ActorRole {
+    /// The actor this task creates or calls, if any.
+    pub fn actor(&self, task: TaskId) -> Option<TaskId> {
+        match self {
+            ActorRole::None => None,
+            ActorRole::Create(_) => Some(task),
+            ActorRole::Call(a) => Some(*a),
+        }
+    }
+}
+
 /// Everything the scheduler needs to know about a task. Arguments are opaque bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
@@ -219,6 +261,8 @@ pub struct TaskSpec {
     /// The environment variables of the worker process that runs it: only workers of its job
     /// started with exactly this environment run it (the default: the job's plain workers).
     pub env: TaskEnv,
+    /// Whether it creates or calls an actor.
+    pub actor: ActorRole,
 }
 
 impl TaskSpec {
@@ -328,6 +372,13 @@ pub enum FailureKind {
     /// It must run on one node (hard node affinity) and that node is unknown, dead, or too
     /// small for it ever: why.
     Unschedulable(String),
+    /// It calls (or creates) an actor that is dead, or died while it ran with no retries left.
+    ActorDied {
+        /// The actor.
+        actor: TaskId,
+        /// Why it died: its process's exit, its constructor's error, or `kill`.
+        cause: String,
+    },
 }
 
 /// A task's failure, as the scheduler records it and every `get` downstream sees it.
@@ -393,6 +444,9 @@ impl fmt::Display for TaskFailure {
             }
             FailureKind::Unschedulable(why) => {
                 write!(f, "task {} can never be scheduled: {why}", self.task)
+            }
+            FailureKind::ActorDied { actor, cause } => {
+                write!(f, "task {}: actor {actor} died: {cause}", self.task)
             }
         }
     }

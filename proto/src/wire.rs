@@ -9,8 +9,8 @@ use std::sync::Arc;
 use prost::Message;
 
 use crate::{
-    pb, FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy,
-    TaskArg, TaskEnv, TaskFailure, TaskId, TaskSpec,
+    pb, ActorOptions, ActorRole, FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet,
+    SchedulingStrategy, TaskArg, TaskEnv, TaskFailure, TaskId, TaskSpec,
 };
 
 /// Bytes that do not decode into the expected message.
@@ -100,6 +100,20 @@ impl From<TaskSpec> for pb::TaskSpec {
             backpressure: t.backpressure,
             max_concurrency: t.max_concurrency,
             env: env_to_wire(&t.env),
+            actor_create: match &t.actor {
+                ActorRole::Create(o) => Some(pb::ActorCreate {
+                    class_name: o.class_name.clone(),
+                    max_restarts: o.max_restarts,
+                    max_task_retries: o.max_task_retries,
+                    name: o.name.clone(),
+                    detached: o.detached,
+                }),
+                _ => None,
+            },
+            actor_call: match t.actor {
+                ActorRole::Call(a) => a.0,
+                _ => 0,
+            },
         }
     }
 }
@@ -164,6 +178,22 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             backpressure: t.backpressure,
             max_concurrency: t.max_concurrency,
             env: env_from_wire(t.env),
+            actor: match (t.actor_create, t.actor_call) {
+                (None, 0) => ActorRole::None,
+                (Some(o), 0) => ActorRole::Create(Arc::new(ActorOptions {
+                    class_name: o.class_name,
+                    max_restarts: o.max_restarts,
+                    max_task_retries: o.max_task_retries,
+                    name: o.name,
+                    detached: o.detached,
+                })),
+                (None, a) => ActorRole::Call(TaskId(a)),
+                (Some(_), _) => {
+                    return Err(DecodeError(
+                        "a task that both creates and calls an actor".into(),
+                    ))
+                }
+            },
         })
     }
 }
@@ -206,6 +236,10 @@ impl From<&TaskFailure> for pb::TaskFailure {
             FailureKind::ObjectLost(o) => Kind::ObjectLost(o.0),
             FailureKind::WorkerDied { exit } => Kind::WorkerDied(exit.clone()),
             FailureKind::Unschedulable(why) => Kind::Unschedulable(why.clone()),
+            FailureKind::ActorDied { actor, cause } => Kind::ActorDied(pb::ActorDied {
+                actor: actor.0,
+                cause: cause.clone(),
+            }),
         };
         pb::TaskFailure {
             task_id: f.task.0,
@@ -241,6 +275,10 @@ impl TryFrom<pb::TaskFailure> for TaskFailure {
             Some(Kind::ObjectLost(o)) => FailureKind::ObjectLost(ObjectId(o)),
             Some(Kind::WorkerDied(exit)) => FailureKind::WorkerDied { exit },
             Some(Kind::Unschedulable(why)) => FailureKind::Unschedulable(why),
+            Some(Kind::ActorDied(d)) => FailureKind::ActorDied {
+                actor: TaskId(d.actor),
+                cause: d.cause,
+            },
             None => return Err(DecodeError("task failure without a kind".into())),
         };
         Ok(TaskFailure {
@@ -321,6 +359,7 @@ mod tests {
             backpressure: 8,
             max_concurrency: 4,
             env: TaskEnv::new([("PATH".into(), "/x".into())]),
+            actor: ActorRole::Call(TaskId(3)),
         }
     }
 

@@ -171,6 +171,9 @@ pub(crate) struct WorkerState {
     /// own resources, and it takes such tasks while it has fewer than this many: the smallest
     /// `max_concurrency` of the tasks it runs.
     pub concurrency: u32,
+    /// The actor it belongs to, from the moment it takes the actor's creation task (see
+    /// [`crate::actors`]): it runs nothing else, keeps what that task holds, and is never idle.
+    pub actor: Option<TaskId>,
 }
 
 impl WorkerState {
@@ -271,6 +274,12 @@ pub struct Core {
     /// Why tasks with an environment of their own cannot run here (`None`: they can): see
     /// [`Core::refuse_task_envs`].
     pub(crate) envs_refused: Option<&'static str>,
+    /// Actors by id (their creation task's), dead ones too.
+    pub(crate) actors: HashMap<TaskId, crate::actors::Actor>,
+    /// Live actors by name.
+    pub(crate) actor_names: HashMap<String, TaskId>,
+    /// Actors that may have calls to hand their worker (see [`crate::actors::dispatch`]).
+    pub(crate) actors_to_dispatch: Vec<TaskId>,
     pub(crate) stats: CoreStats,
 }
 

@@ -14,6 +14,7 @@
 //! Scheduling is per batch, not per event: handlers only enqueue work, and [`reactor::schedule`]
 //! places everything placeable in one pass. A driver calls it once after each batch of events.
 
+pub mod actors;
 mod core;
 mod gpus;
 mod hash;

@@ -7,9 +7,11 @@
 use std::sync::Arc;
 
 use starling_proto::{
-    FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy,
+    ActorRole, FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet, SchedulingStrategy,
     TaskFailure, TaskId, TaskSpec, WorkerId,
 };
+
+use crate::actors;
 
 use crate::core::{Core, NodeState, NodeUse, Pool, TaskEntry, TaskState, WorkerState};
 use crate::gpus::GpuSlots;
@@ -120,6 +122,7 @@ pub fn on_pool_worker_added(core: &mut Core, node: NodeId, pool: Pool, worker: W
             lent: ResourceSet::new(),
             warm: None,
             concurrency: 1,
+            actor: None,
         },
     );
 }
@@ -194,6 +197,15 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
             Some(_) => {}
         }
     }
+    // An actor's creation registers it (a name taken fails it); a call joins its actor's
+    // queue (a dead or unknown actor fails it).
+    if upstream.is_none() {
+        upstream = match &spec.actor {
+            ActorRole::None => None,
+            ActorRole::Create(_) => actors::on_create(core, &spec).err(),
+            ActorRole::Call(_) => actors::on_call(core, &spec).err(),
+        };
+    }
     if let Some(kind) = upstream {
         core.stats.failed += 1;
         let failure = Arc::new(TaskFailure {
@@ -206,6 +218,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
         }
         return;
     }
+    actors::hold_if_detached(core, &spec);
 
     // The lineage holds its arguments' entries (counted in `lineage_refs`, once per return
     // object holding it).
@@ -311,7 +324,7 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     let entry = &core.tasks[&task];
     let class = entry.class as usize;
     let depth = class_depth(core, class);
-    if depth <= 1 || concurrency_of(&entry.spec) > 1 {
+    if depth <= 1 || concurrency_of(&entry.spec) > 1 || entry.spec.actor != ActorRole::None {
         return false;
     }
     let mut worker = None;
@@ -348,6 +361,7 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     };
     if w.draining
         || w.concurrency > 1
+        || w.actor.is_some()
         || w.pool() != pool
         || w.class as usize != class
         || w.tasks.len() >= depth
@@ -520,6 +534,10 @@ pub fn on_task_done(
     let Some(w) = core.workers.get_mut(&worker) else {
         return;
     };
+    if let Some(actor) = w.actor {
+        on_actor_task_done(core, t, worker, actor, task, outcome);
+        return;
+    }
     let Some(pos) = w.tasks.iter().position(|x| *x == task) else {
         return;
     };
@@ -606,6 +624,111 @@ pub fn on_task_done(
     }
 }
 
+/// `worker` belongs to `actor` and finished `task` (its creation task or one of its calls) with
+/// `outcome`. The worker keeps what it holds either way.
+fn on_actor_task_done(
+    core: &mut Core,
+    t: &mut impl Transport,
+    worker: WorkerId,
+    actor: TaskId,
+    task: TaskId,
+    outcome: TaskOutcome,
+) {
+    let Some(w) = core.workers.get_mut(&worker) else {
+        return;
+    };
+    let Some(pos) = w.tasks.iter().position(|x| *x == task) else {
+        return;
+    };
+    w.tasks.remove(pos);
+    let node = core.nodes[w.node].id;
+    let Some(spec) = core.tasks.get(&task).map(|e| e.spec.clone()) else {
+        // Failed meanwhile (cancelled, or its actor was killed): the report is late.
+        if task != actor {
+            actors::on_call_done(core, t, actor, false);
+        }
+        return;
+    };
+    let sizes = match outcome {
+        TaskOutcome::Stored { size } => Ok(vec![size]),
+        TaskOutcome::Returns(sizes) => Ok(sizes),
+        TaskOutcome::Failed(err) => Err(FailureKind::Application(err)),
+        TaskOutcome::BadArgument(err) => Err(FailureKind::BadArgument(err)),
+        TaskOutcome::FunctionNotFound { build } => Err(FailureKind::FunctionNotFound {
+            name: spec.function.to_string(),
+            build,
+        }),
+    };
+    if task == actor {
+        match sizes {
+            Ok(sizes) if sizes.len() == spec.return_count() as usize => {
+                // The actor holds its creation task's arguments for its restarts: they are let
+                // go when it dies, not now.
+                core.tasks.remove(&task);
+                core.children.remove(&task);
+                core.stats.succeeded += 1;
+                for (ret, size) in spec.return_objects().zip(&sizes) {
+                    settle_value(core, t, ret, node, *size);
+                }
+                actors::on_created(core, actor, node, worker);
+                maybe_free(core, t, spec.return_object());
+            }
+            other => {
+                let cause = match other {
+                    Err(kind) => {
+                        let failure = TaskFailure {
+                            task,
+                            attempt: spec.attempt,
+                            kind,
+                        };
+                        format!("its constructor failed: {failure}")
+                    }
+                    Ok(_) => "its constructor returned the wrong number of values".to_string(),
+                };
+                actors::kill(core, t, actor, true, &cause);
+            }
+        }
+        return;
+    }
+    match sizes {
+        Ok(sizes) => {
+            finish(core, t, task, &spec, None, node, &sizes);
+            actors::on_call_done(core, t, actor, true);
+        }
+        Err(FailureKind::Application(err))
+            if spec.retries_error(&err) && spec.attempt < spec.max_retries =>
+        {
+            core.stats.retried += 1;
+            let mut next = (*spec).clone();
+            next.attempt += 1;
+            let e = core.tasks.get_mut(&task).expect("present");
+            e.spec = Arc::new(next);
+            e.state = TaskState::Queued;
+            actors::retry_call(core, actor, task);
+        }
+        Err(kind) => {
+            fail_task(core, t, task, kind);
+            actors::on_call_done(core, t, actor, false);
+        }
+    }
+}
+
+/// An actor's creation task runs again (a restart): queued (or waiting for its arguments)
+/// like any task, with the spec of this attempt. The actor still holds its arguments.
+pub(crate) fn rerun_creation(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec>) {
+    let id = spec.id;
+    let class = core.class_of(&spec);
+    core.tasks.insert(
+        id,
+        TaskEntry {
+            spec,
+            state: TaskState::Queued,
+            class,
+        },
+    );
+    requeue(core, t, id);
+}
+
 /// `task`, of `spec`, finished on `node` with values of these sizes (one per return); `last` is
 /// the task its worker holds last, if any.
 #[inline]
@@ -690,6 +813,10 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
     node.idle.retain(|(_, id)| *id != worker);
     node.available.add(&w.held);
     node.gpus.give(&w.gpus);
+    if let Some(actor) = w.actor {
+        actors::on_worker_lost(core, t, actor, w.tasks, exit);
+        return;
+    }
     for task in w.tasks {
         let Some(entry) = core.tasks.get_mut(&task) else {
             continue;
@@ -742,7 +869,8 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
     let Some(w) = core.workers.get_mut(&worker) else {
         return;
     };
-    if w.tasks.is_empty() {
+    // An actor holds its resources for its whole life, waiting or not.
+    if w.tasks.is_empty() || w.actor.is_some() {
         return;
     }
     // Each blocked task reports itself; the CPUs are lent once, by the first.
@@ -768,7 +896,7 @@ pub fn on_thread_blocked(core: &mut Core) -> Option<WorkerId> {
     let pick = core
         .workers
         .iter()
-        .filter(|(_, w)| !w.tasks.is_empty() && !w.draining)
+        .filter(|(_, w)| !w.tasks.is_empty() && !w.draining && w.actor.is_none())
         .min_by_key(|(id, w)| (w.blocked, **id))
         .map(|(id, _)| *id)?;
     on_worker_blocked(core, pick);
@@ -805,7 +933,13 @@ pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: b
     let Some(entry) = core.tasks.get(&task) else {
         return false;
     };
+    if matches!(entry.spec.actor, ActorRole::Create(_)) {
+        // Cancelling an actor's creation ends the actor.
+        return actors::kill(core, t, task, true, "its creation was cancelled");
+    }
     let mut killed = None;
+    // A call of an actor is never forced (as in Ray): killing its worker would end the actor.
+    let force = force && entry.spec.actor == ActorRole::None;
     match entry.state {
         TaskState::Running { worker, .. } => {
             t.cancel_running(worker, task, force);
@@ -824,6 +958,18 @@ pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: b
         on_worker_removed(core, t, worker, "its task was force-cancelled");
     }
     true
+}
+
+/// Kills `actor` (Ray's `ray.kill`): its worker is stopped at once; with `no_restart` it dies
+/// and every call of it not finished fails with `ActorDied`, otherwise it is started again if
+/// it has restarts left. Returns whether it was alive or starting.
+pub fn on_kill_actor(
+    core: &mut Core,
+    t: &mut impl Transport,
+    actor: TaskId,
+    no_restart: bool,
+) -> bool {
+    actors::kill(core, t, actor, no_restart, "killed by starling::kill")
 }
 
 /// Cancels `task` and, recursively, every unfinished task it submitted (Ray's
@@ -865,6 +1011,16 @@ pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usiz
     for node in &mut core.nodes {
         node.requested_workers.retain(|p, _| p.job != job);
     }
+    // Its actors end with it, but detached ones, which live until killed.
+    let ended: Vec<TaskId> = core
+        .actors
+        .iter()
+        .filter(|(_, a)| a.spec.job == job && !a.options.detached)
+        .map(|(id, _)| *id)
+        .collect();
+    for actor in ended {
+        actors::kill(core, t, actor, true, "its job ended");
+    }
     // Every task of the job is gone: its classes go too, so `schedule` never walks them again.
     if !core.tasks.values().any(|e| e.spec.job == job) {
         core.free_classes_of(job);
@@ -880,12 +1036,22 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
             let Some(&task) = class.queue.front() else {
                 break;
             };
-            let (live, together) = match core.tasks.get(&task) {
-                Some(e) => (e.state == TaskState::Queued, e.spec.max_concurrency > 1),
-                None => (false, false),
+            let (live, together, call) = match core.tasks.get(&task) {
+                Some(e) => (
+                    e.state == TaskState::Queued,
+                    e.spec.max_concurrency > 1,
+                    matches!(e.spec.actor, ActorRole::Call(_)),
+                ),
+                None => (false, false, false),
             };
             if !live {
                 core.classes[c].queue.pop_front();
+                continue;
+            }
+            if call {
+                // Ready: it goes to its actor's worker, in its actor's order.
+                core.classes[c].queue.pop_front();
+                actors::call_ready(core, task);
                 continue;
             }
             if together && join_concurrent(core, t, c, task) {
@@ -931,6 +1097,7 @@ pub fn schedule(core: &mut Core, t: &mut impl Transport) {
             }
         }
     }
+    actors::dispatch(core, t);
 }
 
 fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usize) {
@@ -968,6 +1135,9 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     w.held = entry.spec.resources.clone();
     w.warm = first;
     w.concurrency = concurrency_of(&entry.spec);
+    if matches!(entry.spec.actor, ActorRole::Create(_)) {
+        w.actor = Some(task);
+    }
     let gpu_ids = node.gpus.ids(&gpus);
     w.gpus = gpus;
     t.dispatch(node.id, worker, &entry.spec, &gpu_ids);
@@ -976,7 +1146,8 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
 /// How many tasks a worker that starts `spec` may run together with it: its `max_concurrency`,
 /// or 1 for a task holding GPUs (its worker is shown the GPU ids of one grant).
 fn concurrency_of(spec: &TaskSpec) -> u32 {
-    if spec.resources.units("GPU") > 0 {
+    // An actor's calls run on its own worker, however many the actor runs at once.
+    if spec.resources.units("GPU") > 0 || spec.actor != ActorRole::None {
         1
     } else {
         spec.max_concurrency.max(1)
@@ -1008,6 +1179,7 @@ fn join_concurrent(core: &mut Core, t: &mut impl Transport, class: usize, task: 
             let node = &core.nodes[w.node];
             w.pool() == pool
                 && w.concurrency > 1
+                && w.actor.is_none()
                 && !w.draining
                 && !w.blocked
                 && !w.tasks.is_empty()
@@ -1115,7 +1287,9 @@ pub const PIPELINE_WINDOW_US: f64 = 2_000.0;
 /// what it is handed on a spare thread, so the children of a task that waits for them run in its
 /// own process instead of a new one per level of nesting.
 fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId) -> bool {
-    if concurrency_of(&core.tasks[&task].spec) > 1 {
+    if concurrency_of(&core.tasks[&task].spec) > 1
+        || core.tasks[&task].spec.actor != ActorRole::None
+    {
         // Run together with others of its kind, or on a worker of its own; never behind one.
         return false;
     }
@@ -1144,6 +1318,7 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
             w.pool() == pool
                 && !w.draining
                 && w.concurrency <= 1
+                && w.actor.is_none()
                 && !w.tasks.is_empty()
                 && w.class as usize == class
                 && w.tasks.len() < limit(w)
@@ -1193,7 +1368,7 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
 }
 
 /// Ends `task` with a failure and fails everything downstream of it.
-fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, kind: FailureKind) {
+pub(crate) fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, kind: FailureKind) {
     let Some(entry) = core.tasks.remove(&task) else {
         return;
     };
@@ -1254,7 +1429,7 @@ fn settle_failure(
     }
 }
 
-fn release_arguments(core: &mut Core, t: &mut impl Transport, spec: &TaskSpec) {
+pub(crate) fn release_arguments(core: &mut Core, t: &mut impl Transport, spec: &TaskSpec) {
     for dep in spec.references() {
         if let Some(o) = core.objects.get_mut(&dep) {
             o.task_refs = o.task_refs.saturating_sub(1);
@@ -1278,7 +1453,7 @@ fn maybe_free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
 /// Frees what nobody needs any more: the value of `object`, and its entry unless lineage of a
 /// live object still takes it as an argument; removing an entry drops its own lineage, which may
 /// free its arguments in turn (iteratively: a chain of a million tasks is no deep recursion).
-fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
+pub(crate) fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
     let mut work = vec![object];
     while let Some(object) = work.pop() {
         let Some(o) = core.objects.get_mut(&object) else {
@@ -1306,6 +1481,7 @@ fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
         if let Some(spec) = o.lineage {
             unref_lineage(core, &spec, &mut work);
         }
+        actors::on_object_freed(core, t, object);
     }
 }
 

@@ -24,6 +24,8 @@ pub enum Sent {
     RequestWorker(NodeId, JobId, EnvId),
     /// `cancel_running`.
     CancelRunning(WorkerId, TaskId, bool),
+    /// `kill_worker`.
+    KillWorker(WorkerId),
     /// `JobTransport::to_node`.
     ToNode(NodeId, JobNodeOp),
 }
@@ -100,6 +102,9 @@ impl Transport for RecordingTransport {
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.sent.push(Sent::CancelRunning(worker, task, force));
     }
+    fn kill_worker(&mut self, worker: WorkerId) {
+        self.sent.push(Sent::KillWorker(worker));
+    }
 
     fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
         self.infeasible.push((task.id, reason.to_string()));
@@ -158,5 +163,6 @@ pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
         backpressure: 0,
         max_concurrency: 0,
         env: TaskEnv::default(),
+        actor: Default::default(),
     }
 }

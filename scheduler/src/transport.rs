@@ -36,6 +36,10 @@ pub trait Transport {
     /// Stop `task`, running on `worker`: `force` kills it, otherwise it is asked to stop.
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool);
 
+    /// Stop `worker`'s process (an actor's, killed or ended). The scheduler has already let the
+    /// worker go; a later report of its exit changes nothing.
+    fn kill_worker(&mut self, worker: WorkerId);
+
     /// A task of `job` failed for good (retries spent), for a reason of its own: not
     /// cancelled, not because an argument failed. The head keeps the last one per job to say
     /// why a job's entrypoint gave up (default: nothing to do).

@@ -738,6 +738,9 @@ impl Transport for AttemptLog {
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         self.rec.cancel_running(worker, task, force);
     }
+    fn kill_worker(&mut self, worker: WorkerId) {
+        self.rec.kill_worker(worker);
+    }
 }
 
 /// Runs a task that fails every time and returns the attempts dispatched and everything else
@@ -1815,6 +1818,7 @@ fn observe(
                 }
             }
             Sent::ToNode(n, op) => panic!("seed {seed}: no job runs, yet {n} was sent {op:?}"),
+            Sent::KillWorker(w) => panic!("seed {seed}: no actor runs, yet {w} was killed"),
         }
     }
 }

@@ -69,6 +69,8 @@ enum Effect {
     Cancel(WorkerId, TaskId, bool),
     /// No CPU set of this process can hold the task now.
     Infeasible(TaskId, String),
+    /// Retire an executor (an actor's, killed or ended): its thread ends once its task returns.
+    Retire(WorkerId),
 }
 
 #[derive(Default)]
@@ -108,6 +110,9 @@ impl Transport for Effects {
     }
     fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
         self.0.push(Effect::Infeasible(task.id, reason.to_string()));
+    }
+    fn kill_worker(&mut self, worker: WorkerId) {
+        self.0.push(Effect::Retire(worker));
     }
 }
 
@@ -330,6 +335,12 @@ impl Engine {
                             slot.retired.store(true, Ordering::SeqCst);
                             slot.signal.notify();
                         }
+                    }
+                    Effect::Retire(w) => {
+                        let slot = &slots[w.0 as usize - 1];
+                        slot.retired.store(true, Ordering::SeqCst);
+                        slot.signal.notify();
+                        slot.unparker.unpark();
                     }
                 }
             }

@@ -537,6 +537,7 @@ pub(crate) fn prepare_call(
             1
         },
         env: o.env,
+        actor: starling_proto::ActorRole::None,
     };
     Ok((spec, keep))
 }

@@ -100,6 +100,31 @@ pub struct TaskSpec {
     /// plain workers). Tasks of a different environment run in different worker processes.
     #[prost(message, repeated, tag = "17")]
     pub env: ::prost::alloc::vec::Vec<EnvVar>,
+    /// Set on the task that creates an actor (whose id is this task's): how the actor lives.
+    #[prost(message, optional, tag = "18")]
+    pub actor_create: ::core::option::Option<ActorCreate>,
+    /// Set on a call of an actor's method: the actor (its creation task's id).
+    #[prost(uint64, tag = "19")]
+    pub actor_call: u64,
+}
+/// How an actor lives (Ray's actor options).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ActorCreate {
+    /// The actor's class, for status and errors.
+    #[prost(string, tag = "1")]
+    pub class_name: ::prost::alloc::string::String,
+    /// Restarts after its process dies (u32 max: without limit).
+    #[prost(uint32, tag = "2")]
+    pub max_restarts: u32,
+    /// Retries of a call lost with the actor's process.
+    #[prost(uint32, tag = "3")]
+    pub max_task_retries: u32,
+    /// Its name (empty: none), by which other drivers of the cluster find it.
+    #[prost(string, tag = "4")]
+    pub name: ::prost::alloc::string::String,
+    /// Whether it outlives its handles (until killed).
+    #[prost(bool, tag = "5")]
+    pub detached: bool,
 }
 /// One environment variable of a task's worker process.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -124,7 +149,7 @@ pub struct TaskFailure {
     pub task_id: u64,
     #[prost(uint32, tag = "2")]
     pub attempt: u32,
-    #[prost(oneof = "task_failure::Kind", tags = "3, 4, 5, 6, 7, 8, 9")]
+    #[prost(oneof = "task_failure::Kind", tags = "3, 4, 5, 6, 7, 8, 9, 10")]
     pub kind: ::core::option::Option<task_failure::Kind>,
 }
 /// Nested message and enum types in `TaskFailure`.
@@ -146,7 +171,17 @@ pub mod task_failure {
         /// No node can ever run it where it must run (hard node affinity): why.
         #[prost(string, tag = "9")]
         Unschedulable(::prost::alloc::string::String),
+        /// The actor the call was made to is dead (or died during the call): why.
+        #[prost(message, tag = "10")]
+        ActorDied(super::ActorDied),
     }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ActorDied {
+    #[prost(uint64, tag = "1")]
+    pub actor: u64,
+    #[prost(string, tag = "2")]
+    pub cause: ::prost::alloc::string::String,
 }
 /// Where a large object lives.
 #[derive(Clone, PartialEq, ::prost::Message)]

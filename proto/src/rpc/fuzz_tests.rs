@@ -44,6 +44,13 @@ fn spec() -> TaskSpec {
         backpressure: 2,
         max_concurrency: 3,
         env: crate::TaskEnv::new([("B".into(), "2".into()), ("A".into(), "1".into())]),
+        actor: crate::ActorRole::Create(Arc::new(crate::ActorOptions {
+            class_name: "Counter".into(),
+            max_restarts: u32::MAX,
+            max_task_retries: 2,
+            name: "counter".into(),
+            detached: true,
+        })),
     }
 }
 

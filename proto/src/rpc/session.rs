@@ -434,6 +434,7 @@ mod tests {
             backpressure: 0,
             max_concurrency: 0,
             env: crate::TaskEnv::default(),
+            actor: crate::ActorRole::Call(TaskId(7)),
         }
     }
 

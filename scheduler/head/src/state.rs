@@ -367,6 +367,18 @@ impl Transport for Outbox {
         }
     }
 
+    fn kill_worker(&mut self, worker: WorkerId) {
+        let Some(c) = self
+            .worker_client
+            .get(&worker)
+            .and_then(|client| self.clients.get(client))
+        else {
+            return;
+        };
+        let (node, job, pid) = (c.node, c.job, c.pid);
+        self.queue_node(node, HeadToNodeOp::KillWorker { job, pid });
+    }
+
     fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
         // The session that submitted it (its number is in the task's id) warns its user.
         let client = starling_proto::session_of(task.id.0);

@@ -226,6 +226,19 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     env: starling_proto::TaskEnv::new(
                         (0..rng.below(2)).map(|_| (rng.string(), rng.string())),
                     ),
+                    actor: match rng.below(3) {
+                        0 => starling_proto::ActorRole::None,
+                        1 => starling_proto::ActorRole::Call(TaskId(rng.edgy_u64())),
+                        _ => starling_proto::ActorRole::Create(std::sync::Arc::new(
+                            starling_proto::ActorOptions {
+                                class_name: rng.string(),
+                                max_restarts: rng.edgy_u64() as u32,
+                                max_task_retries: rng.edgy_u64() as u32,
+                                name: rng.string(),
+                                detached: rng.one_in(2),
+                            },
+                        )),
+                    },
                 }))
             }
         }

@@ -54,6 +54,7 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         backpressure: 0,
         max_concurrency: 0,
         env: Default::default(),
+        actor: Default::default(),
     }
 }
 

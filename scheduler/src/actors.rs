@@ -1,0 +1,465 @@
+//! Actors (Ray's actors): a worker that keeps state across calls.
+//!
+//! An actor is made by a task (`ActorRole::Create`) whose id is the actor's. That task is
+//! placed like any other, on an idle worker of its pool; from then on the worker belongs to the
+//! actor (`WorkerState::actor`): it keeps what the task holds for the actor's whole life, is
+//! never idle, and is handed nothing but the actor's calls. A call (`ActorRole::Call`) holds no
+//! resources; it waits for its arguments like any task, then in the actor's queue
+//! (`Actor::calls`, in the order calls were submitted), and goes to the actor's worker once
+//! every call submitted before it went there. The worker runs them in that order.
+//!
+//! The task's object is the actor's handle object: the actor lives while it does (its handles
+//! are refs to it, counted across processes like any ref). When it is freed, the actor is
+//! killed once its submitted calls are done; a detached actor holds its own object until it is
+//! killed.
+//!
+//! When the actor's worker dies, the actor is started again (the creation task runs again, on
+//! any feasible node) while it has restarts left and was not killed for good; its calls that
+//! were on the worker are run again while they have retries left (`max_task_retries`), the
+//! others fail with `ActorDied`. A dead actor fails every call at once.
+//!
+//! # Invariants
+//! - A worker whose `actor` is set runs only that actor's creation task and calls; it is never
+//!   in an idle list, never pipelined to, never lends its CPUs.
+//! - An actor is `Alive` exactly while its creation task has finished and its worker is
+//!   registered; its calls are dispatched only then, in `calls` order.
+//! - A call's task entry lives until it finishes or fails, like any task's; `calls` may hold
+//!   ids of calls already gone (cancelled), which the dispatcher skips.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use starling_proto::{ActorOptions, ActorRole, FailureKind, NodeId, ObjectId, TaskId, WorkerId};
+
+use crate::core::{Core, TaskState};
+use crate::Transport;
+
+/// Where an actor is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActorState {
+    /// Its creation task has not finished yet (the first time).
+    PendingCreation,
+    /// Its constructor ran; this worker of this node holds it.
+    Alive {
+        /// The node.
+        node: NodeId,
+        /// The worker.
+        worker: WorkerId,
+    },
+    /// Its process died and it is being started again.
+    Restarting,
+    /// It will never run again: why.
+    Dead(String),
+}
+
+impl ActorState {
+    /// The name Ray's state API gives the state.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ActorState::PendingCreation => "PENDING_CREATION",
+            ActorState::Alive { .. } => "ALIVE",
+            ActorState::Restarting => "RESTARTING",
+            ActorState::Dead(_) => "DEAD",
+        }
+    }
+}
+
+/// One actor, as [`Core::actors`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActorInfo {
+    /// The actor (its creation task's id).
+    pub id: TaskId,
+    /// Its class.
+    pub class_name: String,
+    /// Its name (empty: none).
+    pub name: String,
+    /// Its state (the cause, once dead).
+    pub state: ActorState,
+    /// How many times it was started again.
+    pub restarts: u32,
+    /// How many of its calls finished.
+    pub calls_served: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Actor {
+    /// The creation task, run again on a restart.
+    pub spec: Arc<starling_proto::TaskSpec>,
+    pub options: Arc<ActorOptions>,
+    pub state: ActorState,
+    pub restarts: u32,
+    /// Calls not yet handed to the worker, in the order they were submitted.
+    pub calls: VecDeque<TaskId>,
+    /// Calls handed to the worker and not finished.
+    pub running: usize,
+    pub served: u64,
+    /// Killed for good: when its worker goes, it dies.
+    pub no_restart: bool,
+    /// Its handle object was freed: it is killed once no call of it is left.
+    pub orphaned: bool,
+}
+
+impl Core {
+    /// Every actor the scheduler knows (dead ones too), by id.
+    pub fn actors(&self) -> Vec<ActorInfo> {
+        let mut all: Vec<ActorInfo> = self
+            .actors
+            .iter()
+            .map(|(id, a)| ActorInfo {
+                id: *id,
+                class_name: a.options.class_name.clone(),
+                name: a.options.name.clone(),
+                state: a.state.clone(),
+                restarts: a.restarts,
+                calls_served: a.served,
+            })
+            .collect();
+        all.sort_by_key(|a| a.id);
+        all
+    }
+
+    /// The live actor named `name`, if any.
+    pub fn actor_named(&self, name: &str) -> Option<TaskId> {
+        self.actor_names.get(name).copied()
+    }
+}
+
+/// The task `spec` creates an actor: it is registered, pending creation. Fails (saying why) if
+/// its name is taken by a live actor.
+pub(crate) fn on_create(
+    core: &mut Core,
+    spec: &Arc<starling_proto::TaskSpec>,
+) -> Result<(), FailureKind> {
+    let ActorRole::Create(options) = &spec.actor else {
+        return Ok(());
+    };
+    let id = spec.id;
+    if !options.name.is_empty() {
+        if let Some(other) = core.actor_names.get(&options.name) {
+            return Err(FailureKind::ActorDied {
+                actor: id,
+                cause: format!(
+                    "the name `{}` is taken by actor {other}, which is alive",
+                    options.name
+                ),
+            });
+        }
+        core.actor_names.insert(options.name.clone(), id);
+    }
+    core.actors.insert(
+        id,
+        Actor {
+            spec: spec.clone(),
+            options: options.clone(),
+            state: ActorState::PendingCreation,
+            restarts: 0,
+            calls: VecDeque::new(),
+            running: 0,
+            served: 0,
+            no_restart: false,
+            orphaned: false,
+        },
+    );
+    Ok(())
+}
+
+/// The task `spec` calls an actor: it joins the actor's queue, or fails at once if the actor
+/// is dead or unknown.
+pub(crate) fn on_call(core: &mut Core, spec: &starling_proto::TaskSpec) -> Result<(), FailureKind> {
+    let ActorRole::Call(actor) = spec.actor else {
+        return Ok(());
+    };
+    match core.actors.get_mut(&actor) {
+        None => Err(FailureKind::ActorDied {
+            actor,
+            cause: "no such actor".into(),
+        }),
+        Some(a) => match &a.state {
+            ActorState::Dead(cause) => Err(FailureKind::ActorDied {
+                actor,
+                cause: cause.clone(),
+            }),
+            _ => {
+                a.calls.push_back(spec.id);
+                Ok(())
+            }
+        },
+    }
+}
+
+/// A call is ready (its arguments exist): its actor gets a look in the next [`dispatch`].
+pub(crate) fn call_ready(core: &mut Core, task: TaskId) {
+    if let Some(ActorRole::Call(actor)) = core.tasks.get(&task).map(|e| &e.spec.actor) {
+        core.actors_to_dispatch.push(*actor);
+    }
+}
+
+/// Hands every actor that may have calls to run its ready calls, in order: from the front of
+/// its queue while the front call is ready (a call not ready yet holds back the ones behind
+/// it, as calls run in submission order).
+pub(crate) fn dispatch(core: &mut Core, t: &mut impl Transport) {
+    let mut actors = std::mem::take(&mut core.actors_to_dispatch);
+    actors.sort_unstable();
+    actors.dedup();
+    for actor in actors {
+        dispatch_one(core, t, actor);
+    }
+}
+
+fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
+    let Some(a) = core.actors.get_mut(&actor) else {
+        return;
+    };
+    let ActorState::Alive { node, worker } = a.state else {
+        return;
+    };
+    if core.workers.get(&worker).is_none_or(|w| w.draining) {
+        return;
+    }
+    while let Some(&call) = a.calls.front() {
+        let Some(entry) = core.tasks.get_mut(&call) else {
+            // Cancelled meanwhile.
+            a.calls.pop_front();
+            continue;
+        };
+        if entry.state != TaskState::Queued {
+            return;
+        }
+        a.calls.pop_front();
+        a.running += 1;
+        entry.state = TaskState::Running { node, worker };
+        core.workers
+            .get_mut(&worker)
+            .expect("checked above")
+            .tasks
+            .push_back(call);
+        t.dispatch(node, worker, &entry.spec, &[]);
+    }
+}
+
+/// The creation task of `actor` finished on `worker` of `node` with a value: the actor is
+/// alive, and its calls can go.
+pub(crate) fn on_created(core: &mut Core, actor: TaskId, node: NodeId, worker: WorkerId) {
+    if let Some(a) = core.actors.get_mut(&actor) {
+        if matches!(a.state, ActorState::Dead(_)) {
+            return;
+        }
+        a.state = ActorState::Alive { node, worker };
+        core.actors_to_dispatch.push(actor);
+    }
+}
+
+/// A call of `actor` failed on its worker with an error it retries: it goes back to the front
+/// of the queue (it was the oldest on the worker) and runs again there.
+pub(crate) fn retry_call(core: &mut Core, actor: TaskId, task: TaskId) {
+    if let Some(a) = core.actors.get_mut(&actor) {
+        a.running = a.running.saturating_sub(1);
+        a.calls.push_front(task);
+        core.actors_to_dispatch.push(actor);
+    }
+}
+
+/// A call of `actor` finished (either way).
+pub(crate) fn on_call_done(core: &mut Core, t: &mut impl Transport, actor: TaskId, ok: bool) {
+    let Some(a) = core.actors.get_mut(&actor) else {
+        return;
+    };
+    a.running = a.running.saturating_sub(1);
+    if ok {
+        a.served += 1;
+    }
+    if a.orphaned && a.running == 0 && a.calls.is_empty() {
+        kill(core, t, actor, true, "its handles were all dropped");
+    }
+}
+
+/// Kills `actor` (Ray's `ray.kill`): its worker is stopped at once. With `no_restart` it dies
+/// (`cause` says why): every call queued or on the worker fails with `ActorDied`, and so does
+/// its creation task if it had not finished. Without, it is restarted like after any lost
+/// worker (if it may). Returns whether the actor was alive or starting.
+pub fn kill(
+    core: &mut Core,
+    t: &mut impl Transport,
+    actor: TaskId,
+    no_restart: bool,
+    cause: &str,
+) -> bool {
+    let Some(a) = core.actors.get_mut(&actor) else {
+        return false;
+    };
+    if matches!(a.state, ActorState::Dead(_)) {
+        return false;
+    }
+    if no_restart {
+        a.no_restart = true;
+    }
+    // The worker that holds it, or runs its creation task now.
+    let worker = match a.state {
+        ActorState::Alive { worker, .. } => Some(worker),
+        _ => match core.task_state(actor) {
+            Some(TaskState::Running { worker, .. }) => Some(*worker),
+            _ => None,
+        },
+    };
+    if no_restart {
+        die(core, t, actor, cause.to_string());
+    }
+    if let Some(worker) = worker {
+        t.kill_worker(worker);
+        crate::reactor::on_worker_removed(core, t, worker, cause);
+    }
+    true
+}
+
+/// `actor` is dead for `cause`: its queued calls and its creation task (if not finished) fail
+/// with `ActorDied`, its calls on its worker too, its name is free again, and a detached actor
+/// lets go of its own object.
+fn die(core: &mut Core, t: &mut impl Transport, actor: TaskId, cause: String) {
+    let Some(a) = core.actors.get_mut(&actor) else {
+        return;
+    };
+    a.state = ActorState::Dead(cause.clone());
+    let mut doomed: Vec<TaskId> = a.calls.drain(..).collect();
+    a.running = 0;
+    if core.actor_names.get(&a.options.name) == Some(&actor) {
+        core.actor_names.remove(&a.options.name);
+    }
+    let detached = a.options.detached;
+    let creation = a.spec.clone();
+    // The actor held its creation task's arguments once that task finished (for restarts);
+    // an unfinished creation task still holds them, and lets them go as it fails below.
+    if !core.tasks.contains_key(&actor) {
+        crate::reactor::release_arguments(core, t, &creation);
+    }
+    // Calls on the worker: they fail now, and the worker's late reports of them are ignored.
+    for w in core.workers.values_mut() {
+        if w.actor == Some(actor) {
+            doomed.extend(w.tasks.drain(..));
+        }
+    }
+    doomed.push(actor);
+    for task in doomed {
+        if core.tasks.contains_key(&task) {
+            let kind = FailureKind::ActorDied {
+                actor,
+                cause: cause.clone(),
+            };
+            crate::reactor::fail_task(core, t, task, kind);
+        }
+    }
+    if detached {
+        release_own_hold(core, t, actor);
+    }
+}
+
+/// A detached actor's own hold on its object (taken at creation) goes.
+fn release_own_hold(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
+    let object = ObjectId::from(actor);
+    if let Some(o) = core.objects.get_mut(&object) {
+        o.handles = o.handles.saturating_sub(1);
+        if o.is_garbage() {
+            crate::reactor::free(core, t, object);
+        }
+    }
+}
+
+/// A detached actor holds its own object from creation on, so it outlives its handles.
+pub(crate) fn hold_if_detached(core: &mut Core, spec: &starling_proto::TaskSpec) {
+    if let ActorRole::Create(o) = &spec.actor {
+        if o.detached {
+            if let Some(obj) = core.objects.get_mut(&spec.return_object()) {
+                obj.handles += 1;
+            }
+        }
+    }
+}
+
+/// `object` is being freed: if it is an actor's, the actor is killed once its calls are done.
+pub(crate) fn on_object_freed(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
+    let actor = object.task();
+    if ObjectId::from(actor) != object {
+        return;
+    }
+    let Some(a) = core.actors.get_mut(&actor) else {
+        return;
+    };
+    if matches!(a.state, ActorState::Dead(_)) {
+        // Nothing left to end: forget it (its listing goes with its last handle).
+        return;
+    }
+    a.orphaned = true;
+    if a.running == 0 && a.calls.is_empty() {
+        kill(core, t, actor, true, "its handles were all dropped");
+    }
+}
+
+/// The worker of `actor` is gone (`exit` says how), with these tasks on it (the creation task
+/// or calls, oldest first). The actor starts again if it may; its calls on the worker run again
+/// if they may, ahead of the ones still queued; everything else fails with `ActorDied`.
+pub(crate) fn on_worker_lost(
+    core: &mut Core,
+    t: &mut impl Transport,
+    actor: TaskId,
+    tasks: VecDeque<TaskId>,
+    exit: &str,
+) {
+    let Some(a) = core.actors.get_mut(&actor) else {
+        return;
+    };
+    if matches!(a.state, ActorState::Dead(_)) {
+        return;
+    }
+    let restart = !a.no_restart && !a.orphaned && a.restarts < a.options.max_restarts;
+    if !restart {
+        let cause = if a.no_restart {
+            "killed".to_string()
+        } else {
+            format!("its worker process died ({exit}) and it has no restarts left")
+        };
+        // The calls on the worker are the actor's too: `die` fails them with the rest.
+        for task in tasks {
+            if task != actor {
+                a.calls.push_front(task);
+            }
+        }
+        die(core, t, actor, cause);
+        return;
+    }
+    a.restarts += 1;
+    a.state = ActorState::Restarting;
+    a.running = 0;
+    let retries = a.options.max_task_retries;
+    let mut again = Vec::new();
+    let mut failed = Vec::new();
+    for task in tasks.iter().rev() {
+        if *task == actor {
+            continue;
+        }
+        match core.tasks.get_mut(task) {
+            Some(e) if e.spec.attempt < retries => {
+                let mut next = (*e.spec).clone();
+                next.attempt += 1;
+                e.spec = Arc::new(next);
+                e.state = TaskState::Queued;
+                again.push(*task);
+            }
+            Some(_) => failed.push(*task),
+            None => {}
+        }
+    }
+    let a = core.actors.get_mut(&actor).expect("checked above");
+    for task in again {
+        a.calls.push_front(task);
+    }
+    let mut spec = (*a.spec).clone();
+    spec.attempt = a.restarts;
+    let spec = Arc::new(spec);
+    for task in failed {
+        let kind = FailureKind::ActorDied {
+            actor,
+            cause: format!("its worker process died ({exit}) during the call, no retries left"),
+        };
+        crate::reactor::fail_task(core, t, task, kind);
+    }
+    crate::reactor::rerun_creation(core, t, spec);
+}
