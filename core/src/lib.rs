@@ -134,6 +134,7 @@
 //!
 //! This crate is the API boundary: nothing public here names a protobuf or gRPC type.
 
+mod actor;
 mod api;
 mod bytes;
 mod cluster;
@@ -151,6 +152,7 @@ mod stream;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use actor::{get_actor, kill, Actor, ActorHandle, ActorOptions};
 pub use api::{
     cancel, get, get_all, get_all_timeout, get_timeout, nodes, pending_reason, put, wait,
 };
@@ -160,7 +162,7 @@ pub use object_ref::{IntoArg, ObjectRef};
 pub use options::TaskOptions;
 pub use runtime::exec::{gpu_ids, is_cancelled};
 pub use runtime::{current, init, init_with, Config, EnterGuard, NodeInfo, Runtime, RuntimeStats};
-pub use starling_macros::{job, remote};
+pub use starling_macros::{actor, job, remote};
 /// Private per-user directories: where Starling keeps its files on a host (0700, this user's
 /// alone), and helpers for a payload that wants its own files kept the same way.
 pub use starling_proto::dirs;

@@ -1,6 +1,6 @@
 //! Per-call task options: resources, retries, placement.
 
-use starling_proto::{NodeId, ResourceSet, SchedulingStrategy, TaskEnv};
+use starling_proto::{ActorRole, NodeId, ResourceSet, SchedulingStrategy, TaskEnv};
 
 /// Options for one call of a remote function. `#[remote(..)]` sets a function's defaults;
 /// `f::options()` starts from them and changes some for one call.
@@ -22,6 +22,8 @@ pub struct TaskOptions {
     pub(crate) max_concurrency: u32,
     /// Environment variables of the worker process that runs the task (default: none).
     pub(crate) env: TaskEnv,
+    /// Whether the call creates or calls an actor (set by the actor API).
+    pub(crate) actor: ActorRole,
 }
 
 impl Default for TaskOptions {
@@ -38,6 +40,7 @@ impl Default for TaskOptions {
             backpressure: 0,
             max_concurrency: 1,
             env: TaskEnv::default(),
+            actor: ActorRole::None,
         }
     }
 }

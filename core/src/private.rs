@@ -7,10 +7,15 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use crate::actor::{
+    call as call_actor, create as create_actor, store_state as store_actor_state,
+    with_state as with_actor_state,
+};
 pub use crate::codec::Encoded;
 pub use crate::job_fn::{submit as submit_job, JobInput, JOB_FUNCTIONS};
 pub use crate::registry::{Registration, REMOTE_FUNCTIONS};
 pub use linkme;
+pub use serde;
 
 use crate::codec;
 use crate::error::{Error, RemoteError};

@@ -392,6 +392,27 @@ pub(crate) fn invoker(
     parts: Option<&[syn::Type]>,
 ) -> TokenStream {
     let name = &f.name;
+    invoker_calling(
+        f,
+        args,
+        checks,
+        parts,
+        &format_ident!("__invoke"),
+        &|locals: &[Ident]| quote!(#name(#(#locals),*)),
+    )
+}
+
+/// [`invoker`] with the entry point named `entry` (its async twin `{entry}_async`) and the call
+/// written by `make_call` from the decoded arguments (an actor's method call, for instance).
+pub(crate) fn invoker_calling(
+    f: &RemoteFn,
+    args: &Ident,
+    checks: &TokenStream,
+    parts: Option<&[syn::Type]>,
+    entry: &Ident,
+    make_call: &dyn Fn(&[Ident]) -> TokenStream,
+) -> TokenStream {
+    let entry_async = format_ident!("{}_async", entry);
     let locals: Vec<Ident> = (0..f.args.len())
         .map(|i| Ident::new(&format!("arg{i}"), Span::mixed_site()))
         .collect();
@@ -406,10 +427,11 @@ pub(crate) fn invoker(
         })
         .collect::<Vec<_>>();
     let count = f.args.len();
+    let direct = make_call(&locals);
     let call = if f.is_async {
-        quote!(::starling::__private::block_on(#name(#(#locals),*)))
+        quote!(::starling::__private::block_on(#direct))
     } else {
-        quote!(#name(#(#locals),*))
+        direct.clone()
     };
     let future = Ident::new("future", Span::mixed_site());
     let value = Ident::new("value", Span::mixed_site());
@@ -475,7 +497,7 @@ pub(crate) fn invoker(
         let body = body_of(quote!(#future.await));
         quote! {
             #[doc(hidden)]
-            pub fn __invoke_async(
+            pub fn #entry_async(
                 #args: &[&[u8]],
             ) -> ::core::result::Result<
                 ::starling::__private::TaskFuture,
@@ -484,7 +506,7 @@ pub(crate) fn invoker(
                 #checks
                 ::starling::__private::check_arity(#args, #count)?;
                 #(#decodes)*
-                let #future = #name(#(#locals),*);
+                let #future = #direct;
                 ::core::result::Result::Ok(::starling::__private::task_future(async move {
                     #body
                 }))
@@ -495,7 +517,7 @@ pub(crate) fn invoker(
     };
     quote! {
         #[doc(hidden)]
-        pub fn __invoke(
+        pub fn #entry(
             #args: &[&[u8]],
         ) -> ::core::result::Result<::std::vec::Vec<u8>, ::starling::__private::InvokeError> {
             #checks

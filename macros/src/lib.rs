@@ -20,6 +20,7 @@
 
 use proc_macro::TokenStream;
 
+mod actor;
 mod expand;
 mod hash;
 mod job;
@@ -55,6 +56,35 @@ mod signature;
 #[proc_macro_attribute]
 pub fn remote(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::remote(attr.into(), item.into()).into()
+}
+
+/// Makes a type an actor (Ray's actors): a worker that keeps its state across calls.
+///
+/// ```text
+/// struct Counter { n: u64 }
+///
+/// #[starling::actor]
+/// impl Counter {
+///     fn new(start: u64) -> Self { Counter { n: start } }     // or -> Result<Self, E>
+///     fn incr(&mut self, by: u64) -> u64 { self.n += by; self.n }
+///     fn get(&self) -> u64 { self.n }
+/// }
+///
+/// let c = Counter::remote(10);                  // CounterHandle: the actor runs elsewhere
+/// let r = c.incr(1);                            // ObjectRef<u64>, after earlier calls
+/// let c2 = Counter::options().name("main").max_restarts(1).remote(0);
+/// let found = starling::get_actor::<Counter>("main")?;
+/// c.kill(true)?;
+/// ```
+///
+/// The block needs a constructor `new`; methods take `&self` or `&mut self`, and their
+/// arguments and values follow `#[starling::remote]`'s rules (owned serde types, `Result` for
+/// errors). The type itself is never serialized (it must be `Send`). The macro emits
+/// `TypeHandle` (the typed handle: `Clone`, `Serialize`, one method per method) and
+/// `TypeOptions` (`Type::options()`).
+#[proc_macro_attribute]
+pub fn actor(attr: TokenStream, item: TokenStream) -> TokenStream {
+    actor::actor(attr.into(), item.into()).into()
 }
 
 /// Makes a free function runnable as a multi-node job.

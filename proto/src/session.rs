@@ -168,6 +168,11 @@ pub enum ClientOp {
     StreamItem(StreamItem),
     /// The submitter of a streaming task took this many of its items.
     StreamAck(StreamAck),
+    /// Kill this actor: for good (`no_restart`), or so that it restarts if it may.
+    KillActor {
+        actor: TaskId,
+        no_restart: bool,
+    },
 }
 
 /// What the head tells a client.

@@ -22,6 +22,18 @@ pub struct PendingReply {
     pub reason: Option<String>,
 }
 
+/// Asks for the live actor of a name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ActorNameRequest {
+    pub name: String,
+}
+
+/// The live actor of a name (`None`: none has it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActorNameReply {
+    pub actor: Option<TaskId>,
+}
+
 /// One node as the head sees it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeStatus {

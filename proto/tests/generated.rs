@@ -60,6 +60,13 @@ const HEAD: &[(&str, &str, &str, &str, &str)] = &[
         "-",
     ),
     (
+        "get_actor",
+        "GetActor",
+        "status::ActorNameRequest",
+        "status::ActorNameReply",
+        "-",
+    ),
+    (
         "submit_job",
         "SubmitJob",
         "jobs::JobSpec",

@@ -172,6 +172,13 @@ impl head_server::Head for FakeHead {
     ) -> Result<Response<PendingReply>, Status> {
         Err(Status::unimplemented("fake head"))
     }
+
+    async fn get_actor(
+        &self,
+        _: Request<starling_proto::status::ActorNameRequest>,
+    ) -> Result<Response<starling_proto::status::ActorNameReply>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
 }
 
 /// The test's end of the fake head.

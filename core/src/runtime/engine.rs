@@ -341,6 +341,7 @@ impl Engine {
                         slot.retired.store(true, Ordering::SeqCst);
                         slot.signal.notify();
                         slot.unparker.unpark();
+                        crate::actor::drop_states_of(self as *const Engine as usize, w);
                     }
                 }
             }
@@ -501,6 +502,35 @@ impl Engine {
         // Events that arrived while we held the lock with `lock()` (not `try_lock`) still wait.
         self.pump();
         Ok(())
+    }
+
+    /// Kills an actor (see `reactor::on_kill_actor`).
+    pub fn kill_actor(&self, actor: TaskId, no_restart: bool) -> Result<()> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            return Err(Error::ShutDown);
+        }
+        let out = {
+            let mut guard = self.sched.lock();
+            let Sched { core, effects } = &mut *guard;
+            reactor::on_kill_actor(core, effects, actor, no_restart);
+            std::mem::take(&mut effects.0)
+        };
+        self.apply(out);
+        self.pump();
+        Ok(())
+    }
+
+    /// The live actor named `name`, after handling every queued event (a creation this thread
+    /// submitted is known).
+    pub fn actor_named(&self, name: &str) -> Option<TaskId> {
+        let (found, out) = {
+            let mut guard = self.sched.lock();
+            let out = self.drain(&mut guard);
+            (guard.core.actor_named(name), out)
+        };
+        self.apply(out);
+        self.pump();
+        found
     }
 
     pub fn pending_reason(&self, id: ObjectId) -> Option<String> {

@@ -66,6 +66,8 @@ struct ExecContext {
     gpu_ids: Vec<Arc<str>>,
     /// For a streaming task, its backpressure window (0: none).
     stream: Option<u32>,
+    /// The actor the task creates or calls, if any.
+    actor: Option<TaskId>,
 }
 
 thread_local! {
@@ -109,6 +111,12 @@ fn with_context<R>(f: impl FnOnce(Option<&ExecContext>) -> R) -> R {
 /// The task this thread is executing, if any.
 pub(crate) fn current_task() -> Option<TaskId> {
     with_context(|ctx| ctx.map(|x| x.task))
+}
+
+/// The actor whose creation task or call this thread is executing, with its worker and the
+/// backend's address, if any.
+pub(crate) fn current_actor() -> Option<(usize, WorkerId, TaskId)> {
+    with_context(|ctx| ctx.and_then(|x| Some((x.owner, x.worker, x.actor?))))
 }
 
 /// The streaming task this thread is executing, if any, with its backpressure window.
@@ -389,6 +397,7 @@ pub(crate) fn invoke(
         task: task.id,
         gpu_ids,
         stream: task.streaming.then_some(task.backpressure),
+        actor: task.actor.actor(task.id),
     });
     // `Bytes` arguments share the stored objects' buffers instead of copying them.
     codec::take_returned();
@@ -431,6 +440,7 @@ pub(crate) fn start_async(
         task: task.id,
         gpu_ids,
         stream: None,
+        actor: task.actor.actor(task.id),
     };
     let mut slot = Some(ctx);
     let started = in_context(&mut slot, || {

@@ -311,6 +311,22 @@ impl Runtime {
         }
     }
 
+    /// Kills an actor (see [`crate::ActorHandle::kill`]).
+    pub(crate) fn kill_actor(&self, actor: TaskId, no_restart: bool) -> Result<()> {
+        match &self.backend {
+            Backend::InProcess(e) => e.kill_actor(actor, no_restart),
+            Backend::Cluster(c) => c.kill_actor(actor, no_restart),
+        }
+    }
+
+    /// The live actor named `name`, if any.
+    pub(crate) fn actor_named(&self, name: &str) -> Result<Option<TaskId>> {
+        match &self.backend {
+            Backend::InProcess(e) => Ok(e.actor_named(name)),
+            Backend::Cluster(c) => c.actor_named(name),
+        }
+    }
+
     /// Stores `bytes`, a value holding refs to `nested` (told to the scheduler with the value).
     pub(crate) fn put_bytes(&self, bytes: Vec<u8>, nested: Vec<ObjectId>) -> Result<ObjectId> {
         match &self.backend {
@@ -537,7 +553,7 @@ pub(crate) fn prepare_call(
             1
         },
         env: o.env,
-        actor: starling_proto::ActorRole::None,
+        actor: o.actor,
     };
     Ok((spec, keep))
 }

@@ -247,6 +247,29 @@ pub mod head_client {
                 .insert(GrpcMethod::new("starling.v1.Head", "PendingReason"));
             self.inner.unary(req, path, codec).await
         }
+        pub async fn get_actor(
+            &mut self,
+            request: impl tonic::IntoRequest<crate::status::ActorNameRequest>,
+        ) -> std::result::Result<
+            tonic::Response<crate::status::ActorNameReply>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::rpc::WireCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/starling.v1.Head/GetActor",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("starling.v1.Head", "GetActor"));
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn submit_job(
             &mut self,
             request: impl tonic::IntoRequest<crate::jobs::JobSpec>,
@@ -551,6 +574,13 @@ pub mod head_server {
             request: tonic::Request<crate::status::PendingRequest>,
         ) -> std::result::Result<
             tonic::Response<crate::status::PendingReply>,
+            tonic::Status,
+        >;
+        async fn get_actor(
+            &self,
+            request: tonic::Request<crate::status::ActorNameRequest>,
+        ) -> std::result::Result<
+            tonic::Response<crate::status::ActorNameReply>,
             tonic::Status,
         >;
         async fn submit_job(
@@ -988,6 +1018,51 @@ pub mod head_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = PendingReasonSvc(inner);
+                        let codec = crate::rpc::WireCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/starling.v1.Head/GetActor" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetActorSvc<T: Head>(pub Arc<T>);
+                    impl<
+                        T: Head,
+                    > tonic::server::UnaryService<crate::status::ActorNameRequest>
+                    for GetActorSvc<T> {
+                        type Response = crate::status::ActorNameReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<crate::status::ActorNameRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Head>::get_actor(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetActorSvc(inner);
                         let codec = crate::rpc::WireCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -340,7 +340,7 @@ pub mod return_value {
 pub struct ClientOp {
     #[prost(
         oneof = "client_op::Kind",
-        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
     )]
     pub kind: ::core::option::Option<client_op::Kind>,
 }
@@ -386,6 +386,11 @@ pub mod client_op {
         /// The submitter of a streaming task took this many of its items.
         #[prost(message, tag = "15")]
         StreamAck(super::StreamAck),
+        /// Kill this actor for good (no restart), or so that it restarts.
+        #[prost(uint64, tag = "16")]
+        KillActor(u64),
+        #[prost(uint64, tag = "17")]
+        KillActorRestart(u64),
     }
 }
 /// Item `index` (from 0) of streaming task `task` is `object`.
@@ -715,6 +720,17 @@ pub struct StatusRequest {
 pub struct TaskRef {
     #[prost(uint64, tag = "1")]
     pub task: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ActorName {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct ActorRef {
+    /// The actor (its creation task's id); 0: no live actor has the name.
+    #[prost(uint64, tag = "1")]
+    pub actor: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct PendingReply {

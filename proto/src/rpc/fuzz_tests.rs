@@ -120,6 +120,8 @@ fn client_batch() -> pb::ClientBatch {
         Kind::Subscribe(6),
         Kind::Cancel(7),
         Kind::CancelForce(8),
+        Kind::KillActor(9),
+        Kind::KillActorRestart(10),
         Kind::Blocked(true),
         Kind::Unblocked(true),
         Kind::Done(pb::TaskDone {

@@ -6,7 +6,10 @@ use crate::node::{
     StartWorkers, StoreUsage, WorkerExit,
 };
 use crate::pb;
-use crate::status::{NodeStatus, PendingReply, PendingRequest, StatusReply, StatusRequest};
+use crate::status::{
+    ActorNameReply, ActorNameRequest, NodeStatus, PendingReply, PendingRequest, StatusReply,
+    StatusRequest,
+};
 use crate::wire::DecodeError;
 use crate::{JobId, NodeId, ObjectId, TaskId};
 
@@ -16,6 +19,8 @@ wire!(
     StatusReply => pb::StatusReply,
     PendingRequest => pb::TaskRef,
     PendingReply => pb::PendingReply,
+    ActorNameRequest => pb::ActorName,
+    ActorNameReply => pb::ActorRef,
 );
 
 fn missing(what: &str) -> DecodeError {
@@ -320,6 +325,34 @@ impl From<pb::StatusReply> for StatusReply {
                 .into_iter()
                 .map(|i| (TaskId(i.task), i.reason))
                 .collect(),
+        }
+    }
+}
+
+impl From<ActorNameRequest> for pb::ActorName {
+    fn from(r: ActorNameRequest) -> Self {
+        pb::ActorName { name: r.name }
+    }
+}
+
+impl From<pb::ActorName> for ActorNameRequest {
+    fn from(r: pb::ActorName) -> Self {
+        ActorNameRequest { name: r.name }
+    }
+}
+
+impl From<ActorNameReply> for pb::ActorRef {
+    fn from(r: ActorNameReply) -> Self {
+        pb::ActorRef {
+            actor: r.actor.map_or(0, |a| a.0),
+        }
+    }
+}
+
+impl From<pb::ActorRef> for ActorNameReply {
+    fn from(r: pb::ActorRef) -> Self {
+        ActorNameReply {
+            actor: (r.actor != 0).then_some(TaskId(r.actor)),
         }
     }
 }

@@ -249,6 +249,14 @@ impl From<ClientOp> for pb::ClientOp {
                 ClientOp::Subscribe(o) => Kind::Subscribe(o.0),
                 ClientOp::Cancel(t) => Kind::Cancel(t.0),
                 ClientOp::CancelForce(t) => Kind::CancelForce(t.0),
+                ClientOp::KillActor {
+                    actor,
+                    no_restart: true,
+                } => Kind::KillActor(actor.0),
+                ClientOp::KillActor {
+                    actor,
+                    no_restart: false,
+                } => Kind::KillActorRestart(actor.0),
                 ClientOp::Blocked => Kind::Blocked(true),
                 ClientOp::Unblocked => Kind::Unblocked(true),
                 ClientOp::Done(d) => Kind::Done(d.into()),
@@ -278,6 +286,14 @@ impl TryFrom<pb::ClientOp> for ClientOp {
             Kind::Subscribe(o) => ClientOp::Subscribe(ObjectId(o)),
             Kind::Cancel(t) => ClientOp::Cancel(TaskId(t)),
             Kind::CancelForce(t) => ClientOp::CancelForce(TaskId(t)),
+            Kind::KillActor(a) => ClientOp::KillActor {
+                actor: TaskId(a),
+                no_restart: true,
+            },
+            Kind::KillActorRestart(a) => ClientOp::KillActor {
+                actor: TaskId(a),
+                no_restart: false,
+            },
             Kind::Blocked(_) => ClientOp::Blocked,
             Kind::Unblocked(_) => ClientOp::Unblocked,
             Kind::Done(d) => ClientOp::Done(d.try_into()?),
@@ -546,6 +562,14 @@ mod tests {
             ClientOp::Subscribe(ObjectId(u64::MAX)),
             ClientOp::Cancel(TaskId(u64::MAX)),
             ClientOp::CancelForce(TaskId(u64::MAX)),
+            ClientOp::KillActor {
+                actor: TaskId(u64::MAX),
+                no_restart: true,
+            },
+            ClientOp::KillActor {
+                actor: TaskId(3),
+                no_restart: false,
+            },
             ClientOp::Blocked,
             ClientOp::Unblocked,
             ClientOp::Done(TaskDone {

@@ -13,7 +13,9 @@ use starling_proto::node::{HeadToNodeBatch, NodeBatch, NodeOp};
 use starling_proto::rpc::{head_server, Empty};
 use starling_proto::security::Scope;
 use starling_proto::session::{ClientBatch, ClientOp, HeadBatch, Hello};
-use starling_proto::status::{PendingReply, PendingRequest, StatusReply, StatusRequest};
+use starling_proto::status::{
+    ActorNameReply, ActorNameRequest, PendingReply, PendingRequest, StatusReply, StatusRequest,
+};
 use starling_proto::NodeId;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -403,6 +405,16 @@ impl head_server::Head for HeadService {
         }
         Ok(Response::new(PendingReply {
             reason: self.head.pending_reason(task),
+        }))
+    }
+
+    async fn get_actor(
+        &self,
+        request: Request<ActorNameRequest>,
+    ) -> Result<Response<ActorNameReply>, Status> {
+        let name = request.into_inner().name;
+        Ok(Response::new(ActorNameReply {
+            actor: self.head.actor_named(&name),
         }))
     }
 

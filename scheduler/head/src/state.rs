@@ -1156,6 +1156,11 @@ impl Head {
     }
 
     /// The job that made object `id` (`None`: no session of this head made it).
+    /// The live actor named `name`, if any.
+    pub fn actor_named(&self, name: &str) -> Option<TaskId> {
+        self.state.lock().core.actor_named(name)
+    }
+
     /// Why `task` has not started (`None`: it runs, ended, or is unknown).
     pub fn pending_reason(&self, task: TaskId) -> Option<String> {
         let g = self.state.lock();
@@ -1354,6 +1359,10 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             // Named by object: a later return of a task with several is made by that task.
             let t = st.core.task_of(ObjectId(t.0));
             reactor::on_cancel_tree(&mut st.core, &mut st.out, t, force);
+        }
+        ClientOp::KillActor { actor, no_restart } => {
+            // Any driver may kill any actor: named actors are found across jobs, as in Ray.
+            reactor::on_kill_actor(&mut st.core, &mut st.out, actor, no_restart);
         }
         ClientOp::Blocked => {
             if let Some(w) = worker {

@@ -30,7 +30,7 @@ use starling_proto::security::{AuthChannel, Credentials, SILENCE_LIMIT};
 use starling_proto::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, RunTask, Value, Welcome,
 };
-use starling_proto::status::{PendingRequest, StatusReply, StatusRequest};
+use starling_proto::status::{ActorNameRequest, PendingRequest, StatusReply, StatusRequest};
 use starling_proto::{
     FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId, COUNTER_MASK,
 };
@@ -704,6 +704,23 @@ impl Client {
             ClientOp::Cancel(t)
         });
         Ok(())
+    }
+
+    /// Kills an actor (in order with this session's calls: every call sent before the kill
+    /// reached the head first).
+    pub fn kill_actor(&self, actor: TaskId, no_restart: bool) -> Result<()> {
+        if let Some(e) = self.wait_error(ObjectId::from(actor)) {
+            return Err(e);
+        }
+        self.send(ClientOp::KillActor { actor, no_restart });
+        Ok(())
+    }
+
+    /// The live actor named `name`, as the head knows it.
+    pub fn actor_named(&self, name: &str) -> Result<Option<TaskId>> {
+        let name = name.to_string();
+        self.unary(move |mut head| async move { head.get_actor(ActorNameRequest { name }).await })
+            .map(|r| r.actor)
     }
 
     pub fn is_cancelled(&self, task: TaskId) -> bool {

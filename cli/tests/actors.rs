@@ -1,0 +1,61 @@
+//! Actors, one body run in each mode: `examples/actors` on the in-process runtime, on a local
+//! cluster, and against a head with two node agents as separate processes. The payload checks
+//! and prints `name=ok` per check; a mode passes when every check did.
+
+mod harness;
+
+use std::process::Command;
+
+use harness::{examples_dir, output_within, Cluster, PAYLOAD};
+
+const CHECKS: [&str; 6] = [
+    "order_and_state",
+    "handle_in_a_task",
+    "named",
+    "kill",
+    "failing_constructor",
+    "restart",
+];
+
+fn all_ok(mode: &str, out: &str, err: &str) {
+    for check in CHECKS {
+        assert!(
+            out.lines().any(|l| l == format!("{check}=ok")),
+            "{mode}: {check} did not pass\nstdout:\n{out}\nstderr:\n{err}"
+        );
+    }
+}
+
+fn run_alone(args: &[&str]) -> (String, String) {
+    let bin = examples_dir().join("actors");
+    let (status, out, err) = output_within(
+        Command::new(&bin).args(args).env_remove("STARLING_HEAD"),
+        PAYLOAD,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "actors {args:?}: {status}\n{out}\n{err}");
+    (out, err)
+}
+
+#[test]
+fn in_process() {
+    let (out, err) = run_alone(&["--in-process"]);
+    all_ok("in-process", &out, &err);
+}
+
+#[test]
+fn local_cluster() {
+    let (out, err) = run_alone(&[]);
+    all_ok("local cluster", &out, &err);
+}
+
+#[test]
+fn head_and_agents_as_processes() {
+    let c = Cluster::start("actors", 2);
+    let (status, _, stdout) = c.run_status("actors", &[]);
+    c.check(
+        status.success(),
+        &format!("actors exited with {status}:\n{stdout}"),
+    );
+    all_ok("cluster", &stdout, "");
+}

@@ -1,0 +1,69 @@
+// An actor: a constructor, `&self` and `&mut self` methods, values and refs as arguments, a
+// `Result` constructor and method, options, a handle passed on.
+use starling::ObjectRef;
+
+pub struct Counter {
+    n: u64,
+}
+
+#[starling::actor]
+impl Counter {
+    fn new(start: u64) -> Self {
+        Counter { n: start }
+    }
+
+    fn incr(&mut self, by: u64) -> u64 {
+        self.n += by;
+        self.n
+    }
+
+    fn get(&self) -> u64 {
+        self.n
+    }
+
+    fn parse_add(&mut self, text: String) -> Result<u64, std::num::ParseIntError> {
+        self.n += text.parse::<u64>()?;
+        Ok(self.n)
+    }
+
+    // Not a method (no receiver): left as it is.
+    fn helper() -> u64 {
+        1
+    }
+}
+
+pub struct Fallible;
+
+#[starling::actor]
+impl Fallible {
+    fn new(ok: bool) -> Result<Self, String> {
+        if ok { Ok(Fallible) } else { Err("no".into()) }
+    }
+}
+
+#[starling::remote]
+fn use_handle(c: CounterHandle) -> u64 {
+    starling::get(&c.get()).unwrap()
+}
+
+#[allow(dead_code)]
+fn calls() {
+    let c: CounterHandle = Counter::remote(1);
+    let r: ObjectRef<u64> = c.incr(2);
+    let _: ObjectRef<u64> = c.incr(&r);
+    let _: ObjectRef<u64> = c.parse_add("5".to_string());
+    let _ = use_handle::remote(c.clone());
+    let _named = Counter::options()
+        .num_cpus(0.5)
+        .name("c")
+        .max_restarts(2)
+        .max_task_retries(1)
+        .lifetime_detached()
+        .remote(0);
+    let _: Option<CounterHandle> = starling::get_actor::<Counter>("c").unwrap();
+    let _ = Fallible::remote(true);
+    let _ = starling::kill(&c, true);
+    let _ = Counter::helper();
+}
+
+fn main() {}

@@ -1,0 +1,202 @@
+//! Actors (Ray's actors): a worker that keeps state across calls.
+//!
+//! `cargo run --example actors` runs it on a local cluster; `-- --in-process` on the in-process
+//! runtime; with `STARLING_HEAD` set, on that cluster. It checks, printing `name=ok` for each:
+//! state kept across calls and calls from one caller run in order (10,000 of them), a handle
+//! passed to a task that calls the actor, a named actor found by name, `kill`, a constructor
+//! that fails, and a restart after the actor's process dies (in a cluster: `SIGKILL`ed; in
+//! process, where nothing can be killed, through `kill` with restart).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// A counter that also says where it runs and how often it was built.
+pub struct Counter {
+    n: u64,
+}
+
+#[starling::actor]
+impl Counter {
+    fn new(start: u64) -> Self {
+        Counter { n: start }
+    }
+
+    fn incr(&mut self, by: u64) -> u64 {
+        self.n += by;
+        self.n
+    }
+
+    fn get(&self) -> u64 {
+        self.n
+    }
+
+    /// The process the actor runs in.
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+}
+
+/// An actor whose constructor may fail.
+pub struct Picky;
+
+#[starling::actor]
+impl Picky {
+    fn new(ok: bool) -> Result<Self, String> {
+        if ok {
+            Ok(Picky)
+        } else {
+            Err("refusing to start".to_string())
+        }
+    }
+
+    fn hello(&self) -> String {
+        "hello".to_string()
+    }
+}
+
+/// Adds `n` to the counter behind `c` from inside a task, one call at a time.
+#[starling::remote]
+fn add_from_task(c: CounterHandle, n: u64) -> u64 {
+    let mut last = 0;
+    for _ in 0..n {
+        last = starling::get(&c.incr(1)).expect("a call from a task");
+    }
+    last
+}
+
+static IN_PROCESS: AtomicBool = AtomicBool::new(false);
+
+type Check = fn() -> anyhow::Result<()>;
+
+fn order_and_state() -> anyhow::Result<()> {
+    let c = Counter::remote(0);
+    let calls: Vec<_> = (0..10_000).map(|_| c.incr(1)).collect();
+    let got = starling::get_all_timeout(&calls, LONG)?;
+    ensure!(
+        got == (1..=10_000).collect::<Vec<u64>>(),
+        "calls from one caller ran out of order or lost state"
+    );
+    ensure!(starling::get_timeout(&c.get(), LONG)? == 10_000);
+    Ok(())
+}
+
+fn handle_in_a_task() -> anyhow::Result<()> {
+    let c = Counter::remote(100);
+    let from_task = add_from_task::remote(c.clone(), 5);
+    ensure!(starling::get_timeout(&from_task, LONG)? == 105);
+    ensure!(starling::get_timeout(&c.incr(1), LONG)? == 106);
+    Ok(())
+}
+
+fn named() -> anyhow::Result<()> {
+    let c = Counter::options().name("actors-example").remote(7);
+    starling::get_timeout(c.actor().ready(), LONG)?;
+    let found = starling::get_actor::<Counter>("actors-example")?.context("found by name")?;
+    ensure!(starling::get_timeout(&found.incr(1), LONG)? == 8);
+    ensure!(
+        starling::get_timeout(&c.get(), LONG)? == 8,
+        "the same actor"
+    );
+    ensure!(starling::get_actor::<Counter>("no-such-actor")?.is_none());
+    // get_if_exists gives the live one instead of a second.
+    let again = Counter::options()
+        .name("actors-example")
+        .get_if_exists(true)
+        .remote(0);
+    ensure!(starling::get_timeout(&again.get(), LONG)? == 8);
+    Ok(())
+}
+
+fn kill() -> anyhow::Result<()> {
+    let c = Counter::remote(1);
+    ensure!(starling::get_timeout(&c.get(), LONG)? == 1);
+    c.kill(true)?;
+    match starling::get_timeout(&c.get(), LONG) {
+        Err(starling::Error::ActorDied { cause, .. }) if cause.contains("killed") => {}
+        other => bail!("a call after kill: {other:?}"),
+    }
+    Ok(())
+}
+
+fn failing_constructor() -> anyhow::Result<()> {
+    let p = Picky::remote(false);
+    match starling::get_timeout(&p.hello(), LONG) {
+        Err(starling::Error::ActorDied { cause, .. }) if cause.contains("refusing to start") => {}
+        other => bail!("a call of an actor whose constructor failed: {other:?}"),
+    }
+    let ok = Picky::remote(true);
+    ensure!(starling::get_timeout(&ok.hello(), LONG)? == "hello");
+    Ok(())
+}
+
+fn restart() -> anyhow::Result<()> {
+    // A call sent while the process dies is run again on the restarted actor.
+    let c = Counter::options()
+        .max_restarts(1)
+        .max_task_retries(1)
+        .remote(10);
+    ensure!(starling::get_timeout(&c.incr(5), LONG)? == 15);
+    let pid = starling::get_timeout(&c.pid(), LONG)?;
+    let die = || -> anyhow::Result<()> {
+        if IN_PROCESS.load(Ordering::Relaxed) {
+            c.kill(false)?;
+        } else {
+            let status = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()?;
+            ensure!(status.success(), "kill -9 {pid}");
+        }
+        Ok(())
+    };
+    die()?;
+    // Restarted: the constructor ran again, so the state is the constructor's.
+    ensure!(
+        starling::get_timeout(&c.get(), LONG)? == 10,
+        "a restarted actor's state is reset"
+    );
+    let pid2 = starling::get_timeout(&c.pid(), LONG)?;
+    if !IN_PROCESS.load(Ordering::Relaxed) {
+        ensure!(pid2 != pid, "restarted in a new process");
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid2.to_string()])
+            .status()?;
+        ensure!(status.success(), "kill -9 {pid2}");
+    } else {
+        c.kill(false)?;
+    }
+    // No restarts left: dead.
+    match starling::get_timeout(&c.get(), LONG) {
+        Err(starling::Error::ActorDied { .. }) => {}
+        other => bail!("a call after the last restart: {other:?}"),
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let in_process = std::env::args().any(|a| a == "--in-process");
+    IN_PROCESS.store(in_process, Ordering::Relaxed);
+    let _rt = if in_process {
+        let rt = starling::Runtime::in_process(2)?;
+        let guard = rt.enter();
+        (None, Some((rt, guard)))
+    } else {
+        (Some(starling_examples::connect()?), None)
+    };
+    let checks: [(&str, Check); 6] = [
+        ("order_and_state", order_and_state),
+        ("handle_in_a_task", handle_in_a_task),
+        ("named", named),
+        ("kill", kill),
+        ("failing_constructor", failing_constructor),
+        ("restart", restart),
+    ];
+    for (name, check) in checks {
+        check().with_context(|| format!("check {name}"))?;
+        println!("{name}=ok");
+    }
+    Ok(())
+}
