@@ -302,7 +302,28 @@ impl Engine {
         }
         self.pending.fetch_sub(handled, Ordering::SeqCst);
         reactor::schedule(core, effects);
-        std::mem::take(&mut effects.0)
+        self.take_effects(effects)
+    }
+
+    /// Takes the effects of a batch, with the scheduler lock held. Dispatches go to their
+    /// executors' queues now, under the lock: applied after unlocking, two batches applied by
+    /// two threads could reach one executor out of the order the scheduler handed them out in
+    /// (an actor's calls must run in that order). The rest is applied after unlocking.
+    fn take_effects(&self, effects: &mut Effects) -> Vec<Effect> {
+        let mut rest = Vec::new();
+        let slots = self.slots.read();
+        for e in effects.0.drain(..) {
+            match e {
+                Effect::Dispatch(w, task, gpu_ids) => {
+                    let slot = &slots[w.0 as usize - 1];
+                    slot.tasks.push((task, gpu_ids));
+                    slot.unparker.unpark();
+                    slot.signal.notify();
+                }
+                other => rest.push(other),
+            }
+        }
+        rest
     }
 
     fn apply(&self, effects: Vec<Effect>) {
@@ -314,12 +335,8 @@ impl Engine {
             let slots = self.slots.read();
             for e in effects {
                 match e {
-                    Effect::Dispatch(w, task, gpu_ids) => {
-                        let slot = &slots[w.0 as usize - 1];
-                        slot.tasks.push((task, gpu_ids));
-                        slot.unparker.unpark();
-                        slot.signal.notify();
-                    }
+                    // Pushed under the scheduler lock (`take_effects`).
+                    Effect::Dispatch(..) => unreachable!("dispatches are applied under the lock"),
                     Effect::Failed(o, f) => self.store.fail(o, f),
                     Effect::Free(o) => {
                         self.store.remove(o);
@@ -496,7 +513,7 @@ impl Engine {
             let Sched { core, effects } = &mut *guard;
             let task = core.task_of(id);
             reactor::on_cancel_tree(core, effects, task, force);
-            std::mem::take(&mut effects.0)
+            self.take_effects(effects)
         };
         self.apply(out);
         // Events that arrived while we held the lock with `lock()` (not `try_lock`) still wait.
@@ -513,7 +530,7 @@ impl Engine {
             let mut guard = self.sched.lock();
             let Sched { core, effects } = &mut *guard;
             reactor::on_kill_actor(core, effects, actor, no_restart);
-            std::mem::take(&mut effects.0)
+            self.take_effects(effects)
         };
         self.apply(out);
         self.pump();

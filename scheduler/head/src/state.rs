@@ -8,6 +8,10 @@
 //!   scheduler's directory has the object; `free_object` removes both.
 //! - Outgoing ops are queued per peer while the lock is held and sent after one batch of incoming
 //!   ops, so peers receive batches, never single messages.
+//! - A peer receives its batches in the order they were queued: batches to streams (worker
+//!   processes, remote drivers, node agents) are put on their channels under the lock (a
+//!   non-blocking push), so two threads' batches never cross; only a local driver's, delivered by
+//!   a call into its client, go after the lock is released.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -198,14 +202,24 @@ impl Outbox {
         }
     }
 
-    /// Takes every queued batch, to be sent once the lock is released.
+    /// Sends every queued batch to a stream now (the lock is held: batches of two threads
+    /// never cross on one peer's channel, so an actor's calls reach its worker in order), and
+    /// takes those of local drivers, to be delivered once the lock is released.
     pub fn flush(&mut self) -> Outgoing {
         let mut out = Outgoing::default();
         for id in std::mem::take(&mut self.dirty_clients) {
             if let Some(c) = self.clients.get_mut(&id) {
                 let ops = std::mem::take(&mut c.out);
-                if !ops.is_empty() {
-                    out.clients.push((c.tx.clone(), split_by_size(ops)));
+                if ops.is_empty() {
+                    continue;
+                }
+                match &c.tx {
+                    ClientTx::Stream(_) => {
+                        for ops in split_by_size(ops) {
+                            c.tx.send(HeadBatch { ops });
+                        }
+                    }
+                    ClientTx::Direct(_) => out.clients.push((c.tx.clone(), split_by_size(ops))),
                 }
             }
         }
@@ -213,7 +227,7 @@ impl Outbox {
             if let Some(n) = self.nodes.get_mut(&id) {
                 let ops = std::mem::take(&mut n.out);
                 if !ops.is_empty() {
-                    out.nodes.push((n.tx.clone(), ops));
+                    let _ = n.tx.send(Ok(HeadToNodeBatch { ops }));
                 }
             }
         }
@@ -221,13 +235,12 @@ impl Outbox {
     }
 }
 
-/// Batches taken from the outbox under the lock and sent after it is released, so a slow or
-/// local receiver never holds up the scheduler.
+/// Batches for local drivers, taken from the outbox under the lock and delivered after it is
+/// released: delivering runs the driver's client, which must never run under the head's lock.
 #[derive(Default)]
 #[must_use = "queued batches are lost unless sent"]
 pub(crate) struct Outgoing {
     clients: Vec<(ClientTx, Vec<Vec<HeadOp>>)>,
-    nodes: Vec<(NodeTx, Vec<HeadToNodeOp>)>,
 }
 
 impl Outgoing {
@@ -236,9 +249,6 @@ impl Outgoing {
             for ops in batches {
                 tx.send(HeadBatch { ops });
             }
-        }
-        for (tx, ops) in self.nodes {
-            let _ = tx.send(Ok(HeadToNodeBatch { ops }));
         }
     }
 }
