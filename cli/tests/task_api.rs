@@ -4,9 +4,7 @@
 
 mod harness;
 
-use std::process::Command;
-
-use harness::{examples_dir, output_within, Cluster, PAYLOAD};
+use harness::{run_example_alone, Cluster};
 
 const CHECKS: [&str; 17] = [
     "refs_as_values",
@@ -50,29 +48,15 @@ fn all_ok(mode: &str, out: &str, err: &str) {
     );
 }
 
-fn run_alone(args: &[&str]) -> (String, String) {
-    let bin = examples_dir().join("task_api");
-    let (status, out, err) = output_within(
-        Command::new(&bin).args(args).env_remove("STARLING_HEAD"),
-        PAYLOAD,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        status.success(),
-        "task_api {args:?}: {status}\n{out}\n{err}"
-    );
-    (out, err)
-}
-
 #[test]
 fn in_process() {
-    let (out, err) = run_alone(&["--in-process"]);
+    let (out, err) = run_example_alone("task_api", &["--in-process"]);
     all_ok("in-process", &out, &err);
 }
 
 #[test]
 fn local_cluster() {
-    let (out, err) = run_alone(&[]);
+    let (out, err) = run_example_alone("task_api", &[]);
     all_ok("local cluster", &out, &err);
 }
 

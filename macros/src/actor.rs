@@ -24,7 +24,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::{FnArg, Ident, ImplItem, ImplItemFn, ItemFn, ItemImpl, ReturnType, Type};
 
-use crate::expand::{invoker_calling, type_checks, with_item};
+use crate::expand::{decode_args, invoker_calling, registration, type_checks, with_item};
 use crate::signature::{self, RemoteFn};
 
 /// Entry point: parses, validates and expands, turning any problem into `compile_error!`.
@@ -234,18 +234,11 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
     let ctor_name = format!("::new#{:016x}", ctor.signature_hash());
     let ctor_checks = type_checks(ctor);
     let ctor_count = ctor.args.len();
-    let ctor_locals: Vec<Ident> = (0..ctor_count)
-        .map(|i| Ident::new(&format!("arg{i}"), Span::mixed_site()))
-        .collect();
-    let ctor_decodes = ctor
-        .args
-        .iter()
-        .zip(&ctor_locals)
-        .enumerate()
-        .map(|(i, (arg, local))| {
-            let t = &arg.ty;
-            quote!(let #local = ::starling::__private::decode_arg::<#t>(#args, #i)?;)
-        });
+    let (ctor_locals, ctor_decodes) = decode_args(ctor, &args);
+    let ctor_registration = registration(
+        &quote!(::core::concat!(::core::module_path!(), "::", #ty_str, #ctor_name)),
+        &quote!(#ty::__starling_new),
+    );
     let build = if a.ctor_fallible {
         quote! {
             let #value = #ty::new(#(#ctor_locals),*)
@@ -270,6 +263,7 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
             syn::ext::IdentExt::unraw(name),
             m.signature_hash()
         );
+        let full_name = quote!(::core::concat!(::core::module_path!(), "::", #ty_str, #registered));
         let checks = type_checks(m);
         let make = |locals: &[Ident]| {
             quote! {
@@ -290,25 +284,12 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
                 #checks
                 let #builder = ::starling::__private::ArgsBuilder::with_capacity(#count);
                 #(#pushes)*
-                ::starling::__private::call_actor::<#value_type>(
-                    &self.0,
-                    ::core::concat!(::core::module_path!(), "::", #ty_str, #registered),
-                    #args,
-                )
+                ::starling::__private::call_actor::<#value_type>(&self.0, #full_name, #args)
             }
         });
+        let register = registration(&full_name, &quote!(#ty::#entry));
         registrations.push(quote! {
-            const _: () = {
-                #[::starling::__private::linkme::distributed_slice(
-                    ::starling::__private::REMOTE_FUNCTIONS
-                )]
-                #[linkme(crate = ::starling::__private::linkme)]
-                static REGISTRATION: ::starling::__private::Registration =
-                    ::starling::__private::Registration::new(
-                        ::core::concat!(::core::module_path!(), "::", #ty_str, #registered),
-                        #ty::#entry,
-                    );
-            };
+            #register
             const _: fn() = || {
                 #checks
             };
@@ -456,17 +437,7 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
             const CLASS: &'static str = ::core::concat!(::core::module_path!(), "::", #ty_str);
         }
 
-        const _: () = {
-            #[::starling::__private::linkme::distributed_slice(
-                ::starling::__private::REMOTE_FUNCTIONS
-            )]
-            #[linkme(crate = ::starling::__private::linkme)]
-            static REGISTRATION: ::starling::__private::Registration =
-                ::starling::__private::Registration::new(
-                    ::core::concat!(::core::module_path!(), "::", #ty_str, #ctor_name),
-                    #ty::__starling_new,
-                );
-        };
+        #ctor_registration
 
         #(#registrations)*
     }

@@ -413,19 +413,7 @@ pub(crate) fn invoker_calling(
     make_call: &dyn Fn(&[Ident]) -> TokenStream,
 ) -> TokenStream {
     let entry_async = format_ident!("{}_async", entry);
-    let locals: Vec<Ident> = (0..f.args.len())
-        .map(|i| Ident::new(&format!("arg{i}"), Span::mixed_site()))
-        .collect();
-    let decodes = f
-        .args
-        .iter()
-        .zip(&locals)
-        .enumerate()
-        .map(|(index, (arg, local))| {
-            let ty = &arg.ty;
-            quote!(let #local = ::starling::__private::decode_arg::<#ty>(#args, #index)?;)
-        })
-        .collect::<Vec<_>>();
+    let (locals, decodes) = decode_args(f, args);
     let count = f.args.len();
     let direct = make_call(&locals);
     let call = if f.is_async {
@@ -527,6 +515,37 @@ pub(crate) fn invoker_calling(
         }
 
         #async_entry
+    }
+}
+
+/// The locals `arg0, arg1, ..` (hygienic) and the statements that decode each argument of `f`
+/// from `args` into them.
+pub(crate) fn decode_args(f: &RemoteFn, args: &Ident) -> (Vec<Ident>, Vec<TokenStream>) {
+    f.args
+        .iter()
+        .enumerate()
+        .map(|(index, arg)| {
+            let local = Ident::new(&format!("arg{index}"), Span::mixed_site());
+            let ty = &arg.ty;
+            let decode =
+                quote!(let #local = ::starling::__private::decode_arg::<#ty>(#args, #index)?;);
+            (local, decode)
+        })
+        .unzip()
+}
+
+/// Registers `entry` (a path to an invoker) under the name `name` (an expression) in the
+/// function registry.
+pub(crate) fn registration(name: &TokenStream, entry: &TokenStream) -> TokenStream {
+    quote! {
+        const _: () = {
+            #[::starling::__private::linkme::distributed_slice(
+                ::starling::__private::REMOTE_FUNCTIONS
+            )]
+            #[linkme(crate = ::starling::__private::linkme)]
+            static REGISTRATION: ::starling::__private::Registration =
+                ::starling::__private::Registration::new(#name, #entry);
+        };
     }
 }
 

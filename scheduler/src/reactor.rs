@@ -591,13 +591,8 @@ pub fn on_task_done(
         TaskOutcome::Returns(sizes) => finish(core, t, task, &spec, last, node_id, &sizes),
         TaskOutcome::Failed(err) if spec.retries_error(&err) && spec.attempt < spec.max_retries => {
             let _ = err;
-            core.stats.retried += 1;
-            let mut next = (*spec).clone();
-            next.attempt += 1;
-            let e = core.tasks.get_mut(&task).expect("present");
-            e.spec = Arc::new(next);
-            e.state = TaskState::Queued;
-            core.classes[e.class as usize].queue.push_back(task);
+            let class = next_attempt(core, task, &spec);
+            core.classes[class].queue.push_back(task);
         }
         TaskOutcome::Failed(err) => fail_task(core, t, task, FailureKind::Application(err)),
         // An argument's value could not be fetched: its node was lost. If lineage is making it
@@ -698,12 +693,7 @@ fn on_actor_task_done(
         Err(FailureKind::Application(err))
             if spec.retries_error(&err) && spec.attempt < spec.max_retries =>
         {
-            core.stats.retried += 1;
-            let mut next = (*spec).clone();
-            next.attempt += 1;
-            let e = core.tasks.get_mut(&task).expect("present");
-            e.spec = Arc::new(next);
-            e.state = TaskState::Queued;
+            next_attempt(core, task, &spec);
             actors::retry_call(core, actor, task);
         }
         Err(kind) => {
@@ -711,6 +701,18 @@ fn on_actor_task_done(
             actors::on_call_done(core, t, actor, false);
         }
     }
+}
+
+/// `task` (of `spec`, live) failed with an error it retries: its next attempt is ready to go.
+/// Returns its class.
+fn next_attempt(core: &mut Core, task: TaskId, spec: &TaskSpec) -> usize {
+    core.stats.retried += 1;
+    let mut next = spec.clone();
+    next.attempt += 1;
+    let e = core.tasks.get_mut(&task).expect("present");
+    e.spec = Arc::new(next);
+    e.state = TaskState::Queued;
+    e.class as usize
 }
 
 /// An actor's creation task runs again (a restart): queued (or waiting for its arguments)

@@ -720,6 +720,20 @@ pub fn wait_within(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Runs the example payload `name` with `args` on its own, with no head to join (so on the
+/// in-process runtime or a local cluster, as its arguments say), within [`PAYLOAD`]; panics
+/// unless it succeeds. Returns its stdout and stderr.
+pub fn run_example_alone(name: &str, args: &[&str]) -> (String, String) {
+    let bin = examples_dir().join(name);
+    let (status, out, err) = output_within(
+        Command::new(&bin).args(args).env_remove("STARLING_HEAD"),
+        PAYLOAD,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "{name} {args:?}: {status}\n{out}\n{err}");
+    (out, err)
+}
+
 /// Runs `cmd` to completion within `timeout` (killing it otherwise): status, stdout, stderr.
 pub fn output_within(
     cmd: &mut Command,
