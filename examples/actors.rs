@@ -4,8 +4,9 @@
 //! runtime; with `STARLING_HEAD` set, on that cluster. It checks, printing `name=ok` for each:
 //! state kept across calls and calls from one caller run in order (10,000 of them), a handle
 //! passed to a task that calls the actor, a named actor found by name, `kill`, a constructor
-//! that fails, and a restart after the actor's process dies (in a cluster: `SIGKILL`ed; in
-//! process, where nothing can be killed, through `kill` with restart).
+//! that fails, a restart after the actor's process dies (in a cluster: `SIGKILL`ed; in
+//! process, where nothing can be killed, through `kill` with restart), and `starling::actors()`
+//! listing an actor alive, then dead with its cause.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -176,6 +177,45 @@ fn restart() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Waits (at most [`LONG`]) until the listing shows the actor `id` as `want` says.
+fn listed_as(
+    id: starling::TaskId,
+    what: &str,
+    want: impl Fn(&starling::ActorInfo) -> bool,
+) -> anyhow::Result<starling::ActorInfo> {
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let found = starling::actors()?.into_iter().find(|a| a.id == id);
+        match found {
+            Some(a) if want(&a) => return Ok(a),
+            other if std::time::Instant::now() > deadline => {
+                bail!("actor {id} never listed as {what}: {other:?}")
+            }
+            // The listing is the scheduler's, which hears of a call's end or a kill a moment
+            // after the caller does.
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+fn listed() -> anyhow::Result<()> {
+    let c = Counter::options().name("listed-actor").remote(0);
+    ensure!(starling::get_timeout(&c.incr(1), LONG)? == 1);
+    let id = c.actor().id();
+    let a = listed_as(id, "alive with a call served", |a| {
+        a.state == "ALIVE" && a.calls_served >= 1
+    })?;
+    ensure!(
+        a.class_name.ends_with("::Counter") && a.name == "listed-actor" && a.cause.is_none(),
+        "{a:?}"
+    );
+    c.kill(true)?;
+    listed_as(id, "dead, killed", |a| {
+        a.state == "DEAD" && a.cause.as_deref().is_some_and(|c| c.contains("killed"))
+    })?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let in_process = std::env::args().any(|a| a == "--in-process");
     IN_PROCESS.store(in_process, Ordering::Relaxed);
@@ -186,13 +226,14 @@ fn main() -> anyhow::Result<()> {
     } else {
         (Some(starling_examples::connect()?), None)
     };
-    let checks: [(&str, Check); 6] = [
+    let checks: [(&str, Check); 7] = [
         ("order_and_state", order_and_state),
         ("handle_in_a_task", handle_in_a_task),
         ("named", named),
         ("kill", kill),
         ("failing_constructor", failing_constructor),
         ("restart", restart),
+        ("listed", listed),
     ];
     for (name, check) in checks {
         check().with_context(|| format!("check {name}"))?;

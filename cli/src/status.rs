@@ -169,6 +169,23 @@ pub fn render(head: &str, r: &StatusReply) -> String {
             let _ = writeln!(out, "  {task}: {reason}");
         }
     }
+    if !r.actors.is_empty() {
+        let alive = r.actors.iter().filter(|a| a.state == "ALIVE").count();
+        let _ = writeln!(out, "actors: {} ({alive} alive)", r.actors.len());
+        for a in &r.actors {
+            let name = if a.name.is_empty() { "-" } else { &a.name };
+            let node = a.node.map_or_else(|| "-".to_string(), |n| n.to_string());
+            let _ = write!(
+                out,
+                "  {} {} {name} {} node={node} restarts={} calls={}",
+                a.id, a.class_name, a.state, a.restarts, a.calls_served
+            );
+            let _ = match a.cause.as_str() {
+                "" => writeln!(out),
+                cause => writeln!(out, " ({cause})"),
+            };
+        }
+    }
     let _ = writeln!(
         out,
         "objects: {} (head store {}, {} on its disk)",
@@ -265,6 +282,25 @@ mod tests {
             peak_live: 7,
             infeasible: 3,
             infeasible_tasks: vec![(TaskId(5), "needs gpu=1; no node has gpu".into())],
+            actors: vec![
+                starling_proto::status::ActorStatus {
+                    id: TaskId(9),
+                    class_name: "app::Counter".into(),
+                    name: "main".into(),
+                    state: "ALIVE".into(),
+                    node: Some(NodeId(1)),
+                    calls_served: 12,
+                    ..Default::default()
+                },
+                starling_proto::status::ActorStatus {
+                    id: TaskId(10),
+                    class_name: "app::Counter".into(),
+                    state: "DEAD".into(),
+                    cause: "killed".into(),
+                    restarts: 1,
+                    ..Default::default()
+                },
+            ],
         };
         let text = render("127.0.0.1:6380", &reply);
         assert!(text.starts_with("head 127.0.0.1:6380\nnodes: 1 alive, 1 dead\n"));
@@ -281,6 +317,13 @@ mod tests {
             text.contains(
                 "infeasible: 3 task(s) no node can hold now (they wait for one that can)\n  \
                  T5: needs gpu=1; no node has gpu\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "actors: 2 (1 alive)\n  T9 app::Counter main ALIVE node=N1 restarts=0 calls=12\n  \
+                 T10 app::Counter - DEAD node=- restarts=1 calls=0 (killed)\n"
             ),
             "{text}"
         );

@@ -6,13 +6,14 @@ mod harness;
 
 use harness::{run_example_alone, Cluster};
 
-const CHECKS: [&str; 6] = [
+const CHECKS: [&str; 7] = [
     "order_and_state",
     "handle_in_a_task",
     "named",
     "kill",
     "failing_constructor",
     "restart",
+    "listed",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {

@@ -93,6 +93,48 @@ pub trait Actor: 'static {
     const CLASS: &'static str;
 }
 
+/// One actor, as [`actors`] lists it (Ray's `ray.util.state.list_actors`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActorInfo {
+    /// The actor's id (its creation task's).
+    pub id: TaskId,
+    /// Its class: the module path and type name.
+    pub class_name: String,
+    /// Its name (empty: none).
+    pub name: String,
+    /// `PENDING_CREATION`, `ALIVE`, `RESTARTING` or `DEAD`.
+    pub state: String,
+    /// Why it died, once dead: its constructor's error, its process's exit, or `kill`.
+    pub cause: Option<String>,
+    /// The node it runs on, while alive.
+    pub node: Option<starling_proto::NodeId>,
+    /// How many times it was started again.
+    pub restarts: u32,
+    /// How many of its calls finished.
+    pub calls_served: u64,
+}
+
+impl From<starling_proto::status::ActorStatus> for ActorInfo {
+    fn from(a: starling_proto::status::ActorStatus) -> Self {
+        ActorInfo {
+            id: a.id,
+            class_name: a.class_name,
+            name: a.name,
+            state: a.state,
+            cause: (!a.cause.is_empty()).then_some(a.cause),
+            node: a.node,
+            restarts: a.restarts,
+            calls_served: a.calls_served,
+        }
+    }
+}
+
+/// Every actor of the runtime (in a cluster: every actor the head knows, or this job's when
+/// run by a multi-node job's processes), dead ones too, oldest first.
+pub fn actors() -> Result<Vec<ActorInfo>> {
+    crate::runtime::current_or_init().actors()
+}
+
 /// Kills the actor behind `handle` (see [`ActorHandle::kill`]).
 pub fn kill(handle: &impl AsRef<ActorHandle>, no_restart: bool) -> Result<()> {
     handle.as_ref().kill(no_restart)

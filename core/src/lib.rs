@@ -152,7 +152,7 @@ mod stream;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use actor::{get_actor, kill, Actor, ActorHandle, ActorOptions};
+pub use actor::{actors, get_actor, kill, Actor, ActorHandle, ActorInfo, ActorOptions};
 pub use api::{
     cancel, get, get_all, get_all_timeout, get_timeout, nodes, pending_reason, put, wait,
 };

@@ -76,4 +76,26 @@ pub struct StatusReply {
     pub infeasible: u64,
     /// The first few of them, with why.
     pub infeasible_tasks: Vec<(TaskId, String)>,
+    /// Every actor the head knows (dead ones too), oldest first.
+    pub actors: Vec<ActorStatus>,
+}
+
+/// One actor as the head sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ActorStatus {
+    /// The actor (its creation task's id).
+    pub id: TaskId,
+    pub class_name: String,
+    /// Its name (empty: none).
+    pub name: String,
+    /// `PENDING_CREATION`, `ALIVE`, `RESTARTING` or `DEAD`.
+    pub state: String,
+    /// Why it died (empty unless dead).
+    pub cause: String,
+    /// The node it runs on (alive only).
+    pub node: Option<NodeId>,
+    pub restarts: u32,
+    pub calls_served: u64,
+    /// The job that created it.
+    pub job: JobId,
 }

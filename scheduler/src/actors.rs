@@ -79,6 +79,30 @@ pub struct ActorInfo {
     pub restarts: u32,
     /// How many of its calls finished.
     pub calls_served: u64,
+    /// The job that created it.
+    pub job: starling_proto::JobId,
+}
+
+impl From<ActorInfo> for starling_proto::status::ActorStatus {
+    /// The actor as the head's status (and the in-process runtime's listing) shows it.
+    fn from(a: ActorInfo) -> Self {
+        let (node, cause) = match &a.state {
+            ActorState::Alive { node, .. } => (Some(*node), String::new()),
+            ActorState::Dead(cause) => (None, cause.clone()),
+            _ => (None, String::new()),
+        };
+        starling_proto::status::ActorStatus {
+            id: a.id,
+            class_name: a.class_name,
+            name: a.name,
+            state: a.state.name().to_string(),
+            cause,
+            node,
+            restarts: a.restarts,
+            calls_served: a.calls_served,
+            job: a.job,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -112,6 +136,7 @@ impl Core {
                 state: a.state.clone(),
                 restarts: a.restarts,
                 calls_served: a.served,
+                job: a.spec.job,
             })
             .collect();
         all.sort_by_key(|a| a.id);

@@ -537,6 +537,13 @@ impl Engine {
         Ok(())
     }
 
+    /// Every actor, as the head's status lists them.
+    pub fn actors(&self) -> Vec<starling_proto::status::ActorStatus> {
+        self.pump();
+        let g = self.sched.lock();
+        g.core.actors().into_iter().map(Into::into).collect()
+    }
+
     /// The live actor named `name`, after handling every queued event (a creation this thread
     /// submitted is known).
     pub fn actor_named(&self, name: &str) -> Option<TaskId> {

@@ -319,6 +319,15 @@ impl Runtime {
         }
     }
 
+    /// Every actor (see [`crate::actors`]).
+    pub(crate) fn actors(&self) -> Result<Vec<crate::ActorInfo>> {
+        let listed = match &self.backend {
+            Backend::InProcess(e) => e.actors(),
+            Backend::Cluster(c) => c.status()?.actors,
+        };
+        Ok(listed.into_iter().map(Into::into).collect())
+    }
+
     /// The live actor named `name`, if any.
     pub(crate) fn actor_named(&self, name: &str) -> Result<Option<TaskId>> {
         match &self.backend {

@@ -804,6 +804,33 @@ pub struct StatusReply {
     pub infeasible: u64,
     #[prost(message, repeated, tag = "17")]
     pub infeasible_tasks: ::prost::alloc::vec::Vec<Infeasible>,
+    /// Every actor the head knows (dead ones too), oldest first.
+    #[prost(message, repeated, tag = "18")]
+    pub actors: ::prost::alloc::vec::Vec<ActorStatus>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ActorStatus {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, tag = "2")]
+    pub class_name: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+    /// PENDING_CREATION, ALIVE, RESTARTING or DEAD.
+    #[prost(string, tag = "4")]
+    pub state: ::prost::alloc::string::String,
+    /// Why it died (DEAD only).
+    #[prost(string, tag = "5")]
+    pub cause: ::prost::alloc::string::String,
+    /// The node it runs on (ALIVE only; 0: none).
+    #[prost(uint64, tag = "6")]
+    pub node: u64,
+    #[prost(uint32, tag = "7")]
+    pub restarts: u32,
+    #[prost(uint64, tag = "8")]
+    pub calls_served: u64,
+    #[prost(uint64, tag = "9")]
+    pub job: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct JobSpec {

@@ -7,8 +7,8 @@ use crate::node::{
 };
 use crate::pb;
 use crate::status::{
-    ActorNameReply, ActorNameRequest, NodeStatus, PendingReply, PendingRequest, StatusReply,
-    StatusRequest,
+    ActorNameReply, ActorNameRequest, ActorStatus, NodeStatus, PendingReply, PendingRequest,
+    StatusReply, StatusRequest,
 };
 use crate::wire::DecodeError;
 use crate::{JobId, NodeId, ObjectId, TaskId};
@@ -297,6 +297,21 @@ impl From<StatusReply> for pb::StatusReply {
                     reason,
                 })
                 .collect(),
+            actors: r
+                .actors
+                .into_iter()
+                .map(|a| pb::ActorStatus {
+                    id: a.id.0,
+                    class_name: a.class_name,
+                    name: a.name,
+                    state: a.state,
+                    cause: a.cause,
+                    node: a.node.map_or(0, |n| n.0),
+                    restarts: a.restarts,
+                    calls_served: a.calls_served,
+                    job: a.job.0,
+                })
+                .collect(),
         }
     }
 }
@@ -324,6 +339,21 @@ impl From<pb::StatusReply> for StatusReply {
                 .infeasible_tasks
                 .into_iter()
                 .map(|i| (TaskId(i.task), i.reason))
+                .collect(),
+            actors: r
+                .actors
+                .into_iter()
+                .map(|a| ActorStatus {
+                    id: TaskId(a.id),
+                    class_name: a.class_name,
+                    name: a.name,
+                    state: a.state,
+                    cause: a.cause,
+                    node: (a.node != 0).then_some(NodeId(a.node)),
+                    restarts: a.restarts,
+                    calls_served: a.calls_served,
+                    job: JobId(a.job),
+                })
                 .collect(),
         }
     }

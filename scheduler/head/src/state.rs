@@ -1162,10 +1162,17 @@ impl Head {
             peak_live: stats.peak_live,
             infeasible: infeasible_count as u64,
             infeasible_tasks,
+            // A job's processes see its own actors; anyone else every actor.
+            actors: g
+                .core
+                .actors()
+                .into_iter()
+                .filter(|a| job.0 == 0 || a.job == job)
+                .map(Into::into)
+                .collect(),
         }
     }
 
-    /// The job that made object `id` (`None`: no session of this head made it).
     /// The live actor named `name`, if any.
     pub fn actor_named(&self, name: &str) -> Option<TaskId> {
         self.state.lock().core.actor_named(name)
@@ -1179,6 +1186,7 @@ impl Head {
         g.core.pending_reason(task)
     }
 
+    /// The job that made object `id` (`None`: no session of this head made it).
     pub fn object_job(&self, id: ObjectId) -> Option<JobId> {
         let g = self.state.lock();
         g.session_jobs
