@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
+use starling_examples::Check;
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -70,8 +71,6 @@ fn add_from_task(c: CounterHandle, n: u64) -> u64 {
 }
 
 static IN_PROCESS: AtomicBool = AtomicBool::new(false);
-
-type Check = fn() -> anyhow::Result<()>;
 
 fn order_and_state() -> anyhow::Result<()> {
     let c = Counter::remote(0);
@@ -217,15 +216,8 @@ fn listed() -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let in_process = std::env::args().any(|a| a == "--in-process");
-    IN_PROCESS.store(in_process, Ordering::Relaxed);
-    let _rt = if in_process {
-        let rt = starling::Runtime::in_process(2)?;
-        let guard = rt.enter();
-        (None, Some((rt, guard)))
-    } else {
-        (Some(starling_examples::connect()?), None)
-    };
+    let rt = starling_examples::runtime_from_args()?;
+    IN_PROCESS.store(rt.in_process, Ordering::Relaxed);
     let checks: [(&str, Check); 7] = [
         ("order_and_state", order_and_state),
         ("handle_in_a_task", handle_in_a_task),
@@ -235,9 +227,5 @@ fn main() -> anyhow::Result<()> {
         ("restart", restart),
         ("listed", listed),
     ];
-    for (name, check) in checks {
-        check().with_context(|| format!("check {name}"))?;
-        println!("{name}=ok");
-    }
-    Ok(())
+    starling_examples::run_checks(&checks)
 }

@@ -24,6 +24,48 @@ pub fn connect() -> anyhow::Result<starling::Runtime> {
     }
 }
 
+/// The runtime of a payload that checks the same behaviour in every mode: the in-process
+/// runtime (2 executors, entered on this thread) when run with `--in-process`, otherwise
+/// [`connect`]. It runs while this lives.
+pub struct ChosenRuntime {
+    /// Whether it is the in-process runtime.
+    pub in_process: bool,
+    _runtime: starling::Runtime,
+    _entered: Option<starling::EnterGuard>,
+}
+
+/// Starts the runtime the arguments ask for (see [`ChosenRuntime`]).
+pub fn runtime_from_args() -> anyhow::Result<ChosenRuntime> {
+    if std::env::args().any(|a| a == "--in-process") {
+        let runtime = starling::Runtime::in_process(2)?;
+        let entered = runtime.enter();
+        Ok(ChosenRuntime {
+            in_process: true,
+            _runtime: runtime,
+            _entered: Some(entered),
+        })
+    } else {
+        Ok(ChosenRuntime {
+            in_process: false,
+            _runtime: connect()?,
+            _entered: None,
+        })
+    }
+}
+
+/// One check of a payload that checks behaviour in every mode.
+pub type Check = fn() -> anyhow::Result<()>;
+
+/// Runs the named checks in order, printing `name=ok` after each; the first that fails ends
+/// the run, its error naming the check.
+pub fn run_checks(checks: &[(&str, Check)]) -> anyhow::Result<()> {
+    for (name, check) in checks {
+        check().with_context(|| format!("check {name}"))?;
+        println!("{name}=ok");
+    }
+    Ok(())
+}
+
 /// The node this worker process belongs to (0 outside a cluster).
 pub fn this_node() -> u64 {
     std::env::var("STARLING_NODE_ID")

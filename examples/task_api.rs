@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use starling::ObjectRef;
+use starling_examples::Check;
 
 const LONG: Duration = Duration::from_secs(60);
 
 /// One check of the API: `Ok` when Starling behaved as Ray does.
-type Check = fn() -> anyhow::Result<()>;
 
 #[starling::remote]
 fn add(a: u64, b: u64) -> u64 {
@@ -1085,15 +1085,8 @@ fn streaming() -> anyhow::Result<()> {
 static IN_PROCESS: AtomicBool = AtomicBool::new(false);
 
 fn main() -> anyhow::Result<()> {
-    let in_process = std::env::args().any(|a| a == "--in-process");
-    IN_PROCESS.store(in_process, Ordering::Relaxed);
-    let _rt = if in_process {
-        let rt = starling::Runtime::in_process(2)?;
-        let guard = rt.enter();
-        (None, Some((rt, guard)))
-    } else {
-        (Some(starling_examples::connect()?), None)
-    };
+    let rt = starling_examples::runtime_from_args()?;
+    IN_PROCESS.store(rt.in_process, Ordering::Relaxed);
     let checks: [(&str, Check); 17] = [
         // First: they count the objects in the directory, which later checks leave behind
         // (held by tasks still running) for a while.
@@ -1115,9 +1108,5 @@ fn main() -> anyhow::Result<()> {
         ("retry_filter", retry_filter),
         ("env_vars", env_vars),
     ];
-    for (name, check) in checks {
-        check().with_context(|| format!("check {name}"))?;
-        println!("{name}=ok");
-    }
-    Ok(())
+    starling_examples::run_checks(&checks)
 }

@@ -409,7 +409,7 @@ pub(crate) fn on_object_freed(core: &mut Core, t: &mut impl Transport, object: O
         return;
     };
     if matches!(a.state, ActorState::Dead(_)) {
-        // Nothing left to end: forget it (its listing goes with its last handle).
+        // Nothing left to end (a dead actor stays listed).
         return;
     }
     a.orphaned = true;
