@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 ENGINES = ["starling-inproc", "starling-local", "starling-cluster", "ray", "dask"]
 # Units where a larger value is better; for the rest (ms, us, MiB) smaller is better.
-HIGHER = ("tasks/s", "GB/s", "%", "objects/s", "ops/s", "calls/s")
+HIGHER = ("tasks/s", "GB/s", "%", "objects/s", "ops/s", "calls/s", "actors/s")
 # (bench, kind, value): "ratio" = at least this many times better than Ray (local cluster),
 # "at_least" / "at_most" = an absolute bound for the local cluster.
 TARGETS = OrderedDict([
@@ -27,6 +27,10 @@ TARGETS = OrderedDict([
     ("pass_large_arg_bytes", ("ratio", 10)),
     ("many_queued", ("at_least", 100_000)),
     ("many_queued_peak_rss", ("at_most", 1024)),
+    ("actor_calls_sync", ("ratio", 100)),
+    ("actor_calls_async", ("ratio", 100)),
+    ("actor_calls_n_n", ("ratio", 100)),
+    ("actor_creation", ("ratio", 20)),
 ])
 
 

@@ -24,7 +24,7 @@ say "results in $OUT"
 say "building (release)"
 cargo build -q --release -p starling-cli -p starling-benches
 wl=target/release/workloads
-SUITE=abcdefghikno
+SUITE=abcdefghijkno
 for r in $(seq 1 "$RUNS"); do
   say "starling run $r/$RUNS: in-process"
   "$wl" --engine inproc --only "$SUITE" --run "$r" >> "$OUT/raw.jsonl"
@@ -46,7 +46,7 @@ say "ray and dask: $RUNS runs each (the first run makes the venv in $VENV)"
 BENCH_VENV="$VENV" BENCH_OUT="$OUT/anchors" RUNS="$RUNS" "$anchors/run.sh" > "$OUT/anchors.out"
 cat "$OUT/anchors/raw.jsonl" >> "$OUT/raw.jsonl"
 for r in $(seq 1 "$RUNS"); do
-  say "ray run $r/$RUNS: many_queued, scatter_gather, shuffle"
+  say "ray run $r/$RUNS: many_queued, scatter_gather, shuffle, actor_calls_n_n, actor_creation"
   RAY_USAGE_STATS_ENABLED=0 timeout 600 "$VENV/bin/python" benches/ray_extra.py --run "$r" \
     2>> "$OUT/ray_extra.err" >> "$OUT/raw.jsonl"
 done

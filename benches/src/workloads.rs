@@ -7,7 +7,8 @@
 //! ```
 //! Letters follow the anchors: a noop_tasks_async, b noop_task_sync_latency, c fanout_compute,
 //! d put_get_small, e put_get_large, f pass_large_arg, g chain, h tree_reduce,
-//! i startup/shutdown, k memory; not in the default set: m many_queued (1,000,000 tasks queued at
+//! i startup/shutdown, j actor calls (1:1 sync and async, 4 callers x 4 actors) and actor
+//! creation, k memory; not in the default set: m many_queued (1,000,000 tasks queued at
 //! once), n scatter_gather (1,000 tasks reading one shared 10 MB object), o shuffle (a 64 x 64
 //! all-to-all exchange of 1 MB blocks).
 
@@ -32,6 +33,27 @@ const N_SCATTER: usize = 1_000;
 const SCATTER_BYTES: usize = 10 * 1000 * 1000;
 const SHUFFLE_WAYS: u64 = 64;
 const SHUFFLE_BLOCK: usize = 1000 * 1000;
+const N_ACTOR_SYNC: usize = 1_000;
+const N_ACTOR_ASYNC: usize = 10_000;
+const N_ACTOR_CALLERS: usize = 4;
+const N_ACTOR_CREATE: usize = 1_000;
+
+/// The anchors' actor: `m()` adds one to its count.
+pub struct Tally {
+    n: u64,
+}
+
+#[starling::actor]
+impl Tally {
+    fn new() -> Self {
+        Tally { n: 0 }
+    }
+
+    fn m(&mut self) -> u64 {
+        self.n += 1;
+        self.n
+    }
+}
 
 #[starling::remote]
 fn noop() {}
@@ -203,6 +225,93 @@ fn process_tree_rss() -> (f64, usize) {
         i += 1;
     }
     (tree.iter().map(|p| rss_of(*p)).sum(), tree.len())
+}
+
+/// Workload j: one actor called 1,000 times, each call awaited; 10,000 calls then one get;
+/// 4 caller threads each calling 4 actors in turn (10,000 calls in all); 1,000 actors of
+/// `num_cpus = 0` created, each answering its first call (actors/s), in waves of 100 killed after
+/// each wave so that the process count stays bounded on every engine.
+fn actor_workloads(e: &Emitter) -> Result<()> {
+    let a = Tally::remote();
+    starling::get(&a.m())?;
+    let t0 = Instant::now();
+    for _ in 0..N_ACTOR_SYNC {
+        starling::get(&a.m())?;
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    e.emit(
+        "actor_calls_sync",
+        N_ACTOR_SYNC as f64 / dt,
+        "calls/s",
+        json!({"n": N_ACTOR_SYNC}),
+    );
+    let t0 = Instant::now();
+    let refs: Vec<_> = (0..N_ACTOR_ASYNC).map(|_| a.m()).collect();
+    let got = starling::get_all(&refs)?;
+    let dt = t0.elapsed().as_secs_f64();
+    ensure!(
+        got.windows(2).all(|w| w[1] == w[0] + 1),
+        "actor calls ran out of order"
+    );
+    e.emit(
+        "actor_calls_async",
+        N_ACTOR_ASYNC as f64 / dt,
+        "calls/s",
+        json!({"n": N_ACTOR_ASYNC}),
+    );
+    starling::kill(&a, true)?;
+
+    let actors: Vec<_> = (0..N_ACTOR_CALLERS).map(|_| Tally::remote()).collect();
+    starling::get_all(&actors.iter().map(|a| a.m()).collect::<Vec<_>>())?;
+    let per_caller = N_ACTOR_ASYNC / N_ACTOR_CALLERS;
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let callers: Vec<_> = (0..N_ACTOR_CALLERS)
+            .map(|_| {
+                s.spawn(|| {
+                    let refs: Vec<_> = (0..per_caller)
+                        .map(|k| actors[k % actors.len()].m())
+                        .collect();
+                    starling::get_all(&refs).map(|v| v.len())
+                })
+            })
+            .collect();
+        callers
+            .into_iter()
+            .map(|c| c.join().expect("a caller thread panicked"))
+            .sum::<Result<usize, _>>()
+    })?;
+    let dt = t0.elapsed().as_secs_f64();
+    e.emit(
+        "actor_calls_n_n",
+        (per_caller * N_ACTOR_CALLERS) as f64 / dt,
+        "calls/s",
+        json!({"callers": N_ACTOR_CALLERS, "actors": actors.len(), "n": per_caller * N_ACTOR_CALLERS}),
+    );
+    for a in &actors {
+        starling::kill(a, true)?;
+    }
+
+    let wave = 100;
+    let t0 = Instant::now();
+    for _ in 0..N_ACTOR_CREATE / wave {
+        let actors: Vec<_> = (0..wave)
+            .map(|_| Tally::options().num_cpus(0.0).remote())
+            .collect();
+        let firsts = starling::get_all(&actors.iter().map(|a| a.m()).collect::<Vec<_>>())?;
+        ensure!(firsts.iter().all(|n| *n == 1), "a new actor had state");
+        for a in &actors {
+            starling::kill(a, true)?;
+        }
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    e.emit(
+        "actor_creation",
+        N_ACTOR_CREATE as f64 / dt,
+        "actors/s",
+        json!({"n": N_ACTOR_CREATE, "wave": wave}),
+    );
+    Ok(())
 }
 
 fn main() -> Result<()> {
@@ -497,6 +606,10 @@ fn main() -> Result<()> {
             "ms",
             json!({"tasks": N_TREE_LEAVES - 1}),
         );
+    }
+
+    if only('j') {
+        actor_workloads(&e)?;
     }
 
     if only('n') {
