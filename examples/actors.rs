@@ -6,7 +6,9 @@
 //! passed to a task that calls the actor, a named actor found by name, `kill`, a constructor
 //! that fails, a restart after the actor's process dies (in a cluster: `SIGKILL`ed; in
 //! process, where nothing can be killed, through `kill` with restart), and `starling::actors()`
-//! listing an actor alive, then dead with its cause.
+//! listing an actor alive, then dead with its cause. On a cluster also: a second driver process
+//! (this program, started again with `--second-driver`) finds a named actor and calls it, and
+//! the detached actor it makes outlives it while its other actor ends with it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -215,7 +217,78 @@ fn listed() -> anyhow::Result<()> {
     Ok(())
 }
 
+const SHARED: &str = "actors-example-shared";
+const DETACHED: &str = "actors-example-detached";
+const EPHEMERAL: &str = "actors-example-ephemeral";
+
+/// `--second-driver`: another driver of the same cluster. It calls the named actor `SHARED`,
+/// makes the detached actor `DETACHED` and the plain named actor `EPHEMERAL`, and exits.
+fn second_driver() -> anyhow::Result<()> {
+    let _rt = starling::Runtime::start(starling::Config::default())?;
+    let shared = starling::get_actor::<Counter>(SHARED)?.context("the shared actor by name")?;
+    println!("seen={}", starling::get_timeout(&shared.incr(1), LONG)?);
+    let detached = Counter::options()
+        .name(DETACHED)
+        .lifetime_detached()
+        .remote(41);
+    println!(
+        "detached={}",
+        starling::get_timeout(&detached.incr(1), LONG)?
+    );
+    let ephemeral = Counter::options().name(EPHEMERAL).remote(0);
+    starling::get_timeout(ephemeral.actor().ready(), LONG)?;
+    Ok(())
+}
+
+/// A named actor called from a second driver process; that driver's detached actor outlives
+/// it, its other actor does not.
+fn second_driver_and_detached() -> anyhow::Result<()> {
+    let rt = starling::current().context("a runtime")?;
+    let shared = Counter::options().name(SHARED).remote(5);
+    starling::get_timeout(shared.actor().ready(), LONG)?;
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .arg("--second-driver")
+        .envs(rt.driver_env())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().context("its stdout")?, &mut out)?;
+    let status = child.wait()?;
+    ensure!(
+        status.success(),
+        "the second driver exited with {status}:\n{out}"
+    );
+    ensure!(
+        out.lines().any(|l| l == "seen=6") && out.lines().any(|l| l == "detached=42"),
+        "the second driver said:\n{out}"
+    );
+    ensure!(
+        starling::get_timeout(&shared.get(), LONG)? == 6,
+        "the second driver called this same actor"
+    );
+    // Its job ended: its plain actor dies with it (and its name is free again)...
+    let deadline = std::time::Instant::now() + LONG;
+    while starling::get_actor::<Counter>(EPHEMERAL)?.is_some() {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the second driver's plain actor outlived its job"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // ...and its detached one lives on, with its state.
+    let detached = starling::get_actor::<Counter>(DETACHED)?.context("the detached actor")?;
+    ensure!(
+        starling::get_timeout(&detached.incr(1), LONG)? == 43,
+        "the detached actor kept its state"
+    );
+    starling::kill(&detached, true)?;
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
+    if std::env::args().any(|a| a == "--second-driver") {
+        return second_driver();
+    }
     let rt = starling_examples::runtime_from_args()?;
     IN_PROCESS.store(rt.in_process, Ordering::Relaxed);
     let checks: [(&str, Check); 7] = [
@@ -227,5 +300,13 @@ fn main() -> anyhow::Result<()> {
         ("restart", restart),
         ("listed", listed),
     ];
-    starling_examples::run_checks(&checks)
+    starling_examples::run_checks(&checks)?;
+    if !rt.in_process {
+        // No other process can join an in-process runtime.
+        starling_examples::run_checks(&[(
+            "second_driver_and_detached",
+            second_driver_and_detached,
+        )])?;
+    }
+    Ok(())
 }

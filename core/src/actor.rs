@@ -129,8 +129,8 @@ impl From<starling_proto::status::ActorStatus> for ActorInfo {
     }
 }
 
-/// Every actor of the runtime (in a cluster: every actor the head knows, or this job's when
-/// run by a multi-node job's processes), dead ones too, oldest first.
+/// Every actor of this driver's job (in-process: of the runtime), dead ones too, oldest first.
+/// `starling status` lists every actor of a cluster.
 pub fn actors() -> Result<Vec<ActorInfo>> {
     crate::runtime::current_or_init().actors()
 }

@@ -48,7 +48,7 @@ mod pb {
 }
 
 /// The protocol version spoken by this build; peers with another version are refused.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The content id of a binary: the SHA-256 of its bytes, in lowercase hex (64 characters).
 pub fn build_id_of(data: &[u8]) -> String {

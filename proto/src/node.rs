@@ -101,6 +101,12 @@ pub enum HeadToNodeOp {
         job: JobId,
         pid: u32,
     },
+    /// The worker process `pid` of `job` hosts a detached actor: a later `StopJob` of `job`
+    /// leaves it running (a `KillWorker`, or the node's end, stops it).
+    KeepWorker {
+        job: JobId,
+        pid: u32,
+    },
 }
 
 /// One message of an agent's `Attach` stream.

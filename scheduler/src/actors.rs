@@ -143,6 +143,19 @@ impl Core {
         all
     }
 
+    /// Whether `job` made a detached actor that is not dead: it outlives the job, which must
+    /// stay known (its binary, its environment) for the actor's restarts.
+    pub fn has_live_detached_actors(&self, job: starling_proto::JobId) -> bool {
+        self.actors.values().any(|a| {
+            a.spec.job == job && a.options.detached && !matches!(a.state, ActorState::Dead(_))
+        })
+    }
+
+    /// Whether `id` is an actor this scheduler knows (alive or not).
+    pub fn is_actor(&self, id: TaskId) -> bool {
+        self.actors.contains_key(&id)
+    }
+
     /// The live actor named `name`, if any.
     pub fn actor_named(&self, name: &str) -> Option<TaskId> {
         self.actor_names.get(name).copied()
@@ -264,10 +277,20 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
 
 /// The creation task of `actor` finished on `worker` of `node` with a value: the actor is
 /// alive, and its calls can go.
-pub(crate) fn on_created(core: &mut Core, actor: TaskId, node: NodeId, worker: WorkerId) {
+/// A detached actor's process is kept past its job's end.
+pub(crate) fn on_created(
+    core: &mut Core,
+    t: &mut impl Transport,
+    actor: TaskId,
+    node: NodeId,
+    worker: WorkerId,
+) {
     if let Some(a) = core.actors.get_mut(&actor) {
         if matches!(a.state, ActorState::Dead(_)) {
             return;
+        }
+        if a.options.detached {
+            t.keep_worker(worker);
         }
         a.state = ActorState::Alive { node, worker };
         core.actors_to_dispatch.push(actor);

@@ -665,7 +665,7 @@ fn on_actor_task_done(
                 for (ret, size) in spec.return_objects().zip(&sizes) {
                     settle_value(core, t, ret, node, *size);
                 }
-                actors::on_created(core, actor, node, worker);
+                actors::on_created(core, t, actor, node, worker);
                 maybe_free(core, t, spec.return_object());
             }
             other => {

@@ -26,6 +26,7 @@ pub enum Sent {
     CancelRunning(WorkerId, TaskId, bool),
     /// `kill_worker`.
     KillWorker(WorkerId),
+    KeepWorker(WorkerId),
     /// `JobTransport::to_node`.
     ToNode(NodeId, JobNodeOp),
 }
@@ -104,6 +105,9 @@ impl Transport for RecordingTransport {
     }
     fn kill_worker(&mut self, worker: WorkerId) {
         self.sent.push(Sent::KillWorker(worker));
+    }
+    fn keep_worker(&mut self, worker: WorkerId) {
+        self.sent.push(Sent::KeepWorker(worker));
     }
 
     fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {

@@ -40,6 +40,10 @@ pub trait Transport {
     /// worker go; a later report of its exit changes nothing.
     fn kill_worker(&mut self, worker: WorkerId);
 
+    /// `worker` hosts a detached actor: its process outlives the end of its job (default:
+    /// nothing to do; in-process there is no process to keep).
+    fn keep_worker(&mut self, _worker: WorkerId) {}
+
     /// A task of `job` failed for good (retries spent), for a reason of its own: not
     /// cancelled, not because an argument failed. The head keeps the last one per job to say
     /// why a job's entrypoint gave up (default: nothing to do).

@@ -271,6 +271,10 @@ fn a_detached_actor_outlives_its_handles_until_killed() {
     o.detached = true;
     o.name = "keeper".into();
     let (mut core, mut t) = alive(o);
+    assert!(
+        t.sent.contains(&Sent::KeepWorker(WorkerId(1))),
+        "its process is kept past its job's end"
+    );
     on_release(&mut core, &mut t, ObjectId(A));
     assert!(matches!(state(&core, A), ActorState::Alive { .. }));
     on_job_ended(&mut core, &mut t, JobId(0));
@@ -278,6 +282,7 @@ fn a_detached_actor_outlives_its_handles_until_killed() {
         matches!(state(&core, A), ActorState::Alive { .. }),
         "detached outlives its job"
     );
+    assert!(core.has_live_detached_actors(JobId(0)));
     assert_eq!(core.actor_named("keeper"), Some(TaskId(A)));
     on_kill_actor(&mut core, &mut t, TaskId(A), true);
     assert_eq!(
@@ -308,6 +313,8 @@ fn a_name_is_one_live_actor_s() {
 #[test]
 fn a_job_that_ends_takes_its_actors_with_it() {
     let (mut core, mut t) = alive(options(3, 0));
+    assert!(!t.sent.iter().any(|s| matches!(s, Sent::KeepWorker(_))));
+    assert!(!core.has_live_detached_actors(JobId(0)));
     on_submit(&mut core, &mut t, call(11, A, Vec::new()));
     on_job_ended(&mut core, &mut t, JobId(0));
     assert!(matches!(state(&core, A), ActorState::Dead(_)));

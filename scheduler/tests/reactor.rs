@@ -1819,6 +1819,7 @@ fn observe(
             }
             Sent::ToNode(n, op) => panic!("seed {seed}: no job runs, yet {n} was sent {op:?}"),
             Sent::KillWorker(w) => panic!("seed {seed}: no actor runs, yet {w} was killed"),
+            Sent::KeepWorker(w) => panic!("seed {seed}: no actor runs, yet {w} was kept"),
         }
     }
 }

@@ -285,6 +285,22 @@ impl Runtime {
         }
     }
 
+    /// The environment a process needs to join this runtime's cluster as another driver: the
+    /// head's address (`STARLING_HEAD`, which [`Config::default`] connects to), the cluster
+    /// token and the CA to trust. A program started with it (e.g. by
+    /// `std::process::Command::envs`) sees this cluster's named and detached actors and its
+    /// nodes. Empty in-process, where no other process can join.
+    pub fn driver_env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        match &self.backend {
+            Backend::InProcess(_) => Vec::new(),
+            Backend::Cluster(c) => {
+                let mut env = vec![(crate::jobs::HEAD_ENV, c.addr().into())];
+                env.extend(c.credentials().env());
+                env
+            }
+        }
+    }
+
     /// Counters and queue lengths of this runtime's scheduler and store (in-process runtimes;
     /// a cluster reports through `starling status`).
     pub fn stats(&self) -> RuntimeStats {

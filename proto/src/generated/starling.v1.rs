@@ -650,7 +650,7 @@ pub struct NodeBatch {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct HeadToNodeOp {
-    #[prost(oneof = "head_to_node_op::Kind", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "head_to_node_op::Kind", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub kind: ::core::option::Option<head_to_node_op::Kind>,
 }
 /// Nested message and enum types in `HeadToNodeOp`.
@@ -670,6 +670,10 @@ pub mod head_to_node_op {
         /// Kill this worker process now (its task was force-cancelled); it is reported as exited.
         #[prost(message, tag = "6")]
         KillWorker(super::KillWorker),
+        /// This worker process hosts a detached actor: StopJob of its job leaves it running
+        /// (KillWorker, or the node's end, stops it).
+        #[prost(message, tag = "7")]
+        KeepWorker(super::KillWorker),
     }
 }
 #[derive(Clone, Copy, PartialEq, ::prost::Message)]

@@ -274,6 +274,8 @@ fn head_to_node_batch() -> pb::HeadToNodeBatch {
                 input: vec![7],
             }),
         }),
+        Kind::KillWorker(pb::KillWorker { job: 1, pid: 77 }),
+        Kind::KeepWorker(pb::KillWorker { job: 1, pid: 78 }),
     ];
     pb::HeadToNodeBatch {
         ops: ops

@@ -168,6 +168,9 @@ impl From<HeadToNodeOp> for pb::HeadToNodeOp {
                 HeadToNodeOp::KillWorker { job, pid } => {
                     Kind::KillWorker(pb::KillWorker { job: job.0, pid })
                 }
+                HeadToNodeOp::KeepWorker { job, pid } => {
+                    Kind::KeepWorker(pb::KillWorker { job: job.0, pid })
+                }
             }),
         }
     }
@@ -185,6 +188,10 @@ impl TryFrom<pb::HeadToNodeOp> for HeadToNodeOp {
             Kind::FreeObject(o) => HeadToNodeOp::FreeObject(ObjectId(o)),
             Kind::JobInstance(i) => HeadToNodeOp::JobInstance(i.into()),
             Kind::KillWorker(k) => HeadToNodeOp::KillWorker {
+                job: JobId(k.job),
+                pid: k.pid,
+            },
+            Kind::KeepWorker(k) => HeadToNodeOp::KeepWorker {
                 job: JobId(k.job),
                 pid: k.pid,
             },

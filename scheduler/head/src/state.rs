@@ -389,6 +389,18 @@ impl Transport for Outbox {
         self.queue_node(node, HeadToNodeOp::KillWorker { job, pid });
     }
 
+    fn keep_worker(&mut self, worker: WorkerId) {
+        let Some(c) = self
+            .worker_client
+            .get(&worker)
+            .and_then(|client| self.clients.get(client))
+        else {
+            return;
+        };
+        let (node, job, pid) = (c.node, c.job, c.pid);
+        self.queue_node(node, HeadToNodeOp::KeepWorker { job, pid });
+    }
+
     fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
         // The session that submitted it (its number is in the task's id) warns its user.
         let client = starling_proto::session_of(task.id.0);
@@ -897,7 +909,10 @@ impl Head {
             // A driver's job is its session: when it goes (Ctrl-C, a crash, a lost link), its
             // tasks go with it, queued or running, and so do its pending worker requests.
             reactor::on_job_ended(&mut st.core, &mut st.out, conn.job);
-            st.out.forget_driver(conn.job);
+            // A detached actor of the job outlives it: its restarts need the job's binary.
+            if !st.core.has_live_detached_actors(conn.job) {
+                st.out.forget_driver(conn.job);
+            }
             let nodes: Vec<NodeId> = st.out.nodes.keys().copied().collect();
             for n in nodes {
                 st.out.queue_node(n, HeadToNodeOp::StopJob(conn.job));
@@ -1253,6 +1268,21 @@ pub(crate) fn same_job(
     }
 }
 
+/// [`same_job`], except that an actor's handle object (the actor's id) is any job's to hold,
+/// pass and read: named actors are found and called across jobs, as in Ray.
+fn same_job_or_actor(
+    core: &Core,
+    session_jobs: &HashMap<u64, JobId>,
+    job: JobId,
+    id: u64,
+    what: &str,
+) -> Result<(), Status> {
+    if core.is_actor(TaskId(id)) {
+        return Ok(());
+    }
+    same_job(session_jobs, job, id, what)
+}
+
 fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Status> {
     let conn = st
         .out
@@ -1271,7 +1301,7 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             }
             own_id(client, spec.id.0, "submit task")?;
             for o in spec.references() {
-                same_job(&st.session_jobs, job, o.0, "pass object")?;
+                same_job_or_actor(&st.core, &st.session_jobs, job, o.0, "pass object")?;
             }
             if spec.returns > starling_proto::limits::MAX_RETURNS {
                 return Err(bad(&format!(
@@ -1349,7 +1379,7 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             }
         }
         ClientOp::AddRef(object) => {
-            same_job(&st.session_jobs, job, object.0, "hold object")?;
+            same_job_or_actor(&st.core, &st.session_jobs, job, object.0, "hold object")?;
             // An object already gone stays gone: `get` of the ref says `ObjectLost`, and its
             // release finds no handle to drop.
             if reactor::on_add_ref(&mut st.core, &mut st.out, object) {
@@ -1361,12 +1391,12 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
         ClientOp::Nested { container, refs } => {
             same_job(&st.session_jobs, job, container.0, "fill object")?;
             for r in &refs {
-                same_job(&st.session_jobs, job, r.0, "hold object")?;
+                same_job_or_actor(&st.core, &st.session_jobs, job, r.0, "hold object")?;
             }
             reactor::on_nested(&mut st.core, container, refs);
         }
         ClientOp::Subscribe(object) => {
-            same_job(&st.session_jobs, job, object.0, "read object")?;
+            same_job_or_actor(&st.core, &st.session_jobs, job, object.0, "read object")?;
             subscribe(st, client, object);
         }
         ClientOp::StreamItem(item) => super::streams::on_item(st, client, worker, item)?,

@@ -635,6 +635,9 @@ impl Loop {
             HeadToNodeOp::KillWorker { job, pid } => {
                 self.supervisor.kill_worker(job, pid);
             }
+            HeadToNodeOp::KeepWorker { job, pid } => {
+                self.supervisor.keep_worker(job, pid);
+            }
             HeadToNodeOp::FreeObject(object) => {
                 let (disk, log) = (self.disk.clone(), self.log.clone());
                 // Off the loop: a delete on a slow disk must not delay heartbeats.

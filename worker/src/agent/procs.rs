@@ -19,6 +19,10 @@
 //! - After [`Supervisor::kill_all`] nothing is started again, and after
 //!   [`Supervisor::stop_job`] nothing of that job: a job that ended stays ended (a
 //!   `StartWorkers` for it that crossed the stop on the wire is ignored).
+//! - Except the processes kept for detached actors ([`Supervisor::keep_worker`]): `StopJob`
+//!   leaves them running, and their job open so that the head may start a process for the
+//!   actor's restart; they are never replaced by the supervisor itself (the head asks when an
+//!   actor needs one).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::process::ExitStatusExt;
@@ -118,6 +122,8 @@ struct Job {
     /// When replacements were started, within the window.
     restarts: VecDeque<Instant>,
     limit_logged: bool,
+    /// Processes hosting detached actors, which outlive the job's end.
+    kept: HashSet<u32>,
 }
 
 /// The worker processes of this node, by job.
@@ -189,6 +195,7 @@ impl Supervisor {
             debt: Vec::new(),
             restarts: VecDeque::new(),
             limit_logged: false,
+            kept: HashSet::new(),
         });
         if entry.build != build {
             self.log.line(format_args!(
@@ -270,11 +277,11 @@ impl Supervisor {
 
     /// A process exited: forget it and, if its job still runs, replace it.
     pub(crate) async fn on_exit(&mut self, job: JobId, pid: u32, code: i32) {
-        let ours = self
-            .jobs
-            .get_mut(&job)
-            .and_then(|j| j.procs.remove(&pid))
-            .map(|p| p.env);
+        let ours = self.jobs.get_mut(&job).and_then(|j| {
+            let kept = j.kept.remove(&pid);
+            // A detached actor's process is replaced only when the head asks.
+            j.procs.remove(&pid).filter(|_| !kept).map(|p| p.env)
+        });
         self.log.line(format_args!(
             "{job}: worker pid {pid} exited with code {code}"
         ));
@@ -396,11 +403,44 @@ impl Supervisor {
     /// reported (as killed by `SIGKILL`).
     pub(crate) async fn stop_job(&mut self, job: JobId) {
         self.tees.remove(&job);
-        self.ended.insert(job);
-        if let Some(j) = self.jobs.remove(&job) {
-            self.log
-                .line(format_args!("{job}: stopping {} worker(s)", j.procs.len()));
-            kill_and_reap(j.procs.into_values().collect()).await;
+        let Some(mut j) = self.jobs.remove(&job) else {
+            self.ended.insert(job);
+            return;
+        };
+        let (kept, stopped): (HashMap<u32, Proc>, HashMap<u32, Proc>) =
+            j.procs.drain().partition(|(pid, _)| j.kept.contains(pid));
+        self.log.line(format_args!(
+            "{job}: stopping {} worker(s){}",
+            stopped.len(),
+            if kept.is_empty() {
+                String::new()
+            } else {
+                format!(", keeping {} that host detached actors", kept.len())
+            }
+        ));
+        if kept.is_empty() {
+            self.ended.insert(job);
+        } else {
+            j.procs = kept;
+            j.pending.clear();
+            j.debt.clear();
+            self.jobs.insert(job, j);
+        }
+        kill_and_reap(stopped.into_values().collect()).await;
+    }
+
+    /// `KeepWorker`: process `pid` of `job` hosts a detached actor, so a `StopJob` of the job
+    /// leaves it running. Returns whether there was such a process.
+    pub(crate) fn keep_worker(&mut self, job: JobId, pid: u32) -> bool {
+        match self.jobs.get_mut(&job) {
+            Some(j) if j.procs.contains_key(&pid) => {
+                j.kept.insert(pid);
+                self.log.line(format_args!(
+                    "{job}: worker pid {pid} hosts a detached actor: it outlives the job"
+                ));
+                true
+            }
+            _ => false,
         }
     }
 
@@ -658,6 +698,46 @@ mod tests {
         let lines: Vec<&str> = seen.lines().collect();
         assert!(lines.len() >= 2, "{seen}");
         assert!(lines.iter().all(|l| *l == want), "{seen}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `StopJob` stops the job's processes but the one kept for a detached actor, which runs
+    /// on; when it dies it is not replaced, and the job still takes new processes (for the
+    /// actor's restart).
+    #[tokio::test]
+    async fn a_kept_process_outlives_its_job_and_is_not_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("starling-procs-keep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("worker.sh");
+        std::fs::write(&script, "#!/bin/sh\nexec sleep 60\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (mut sup, mut events) = supervisor(script, dir.clone());
+        let job = JobId(3);
+        sup.start_workers(job, "b", 2, &TaskEnv::default()).await;
+        let pids = sup.pids();
+        assert_eq!(pids.len(), 2);
+        assert!(sup.keep_worker(job, pids[0]));
+        assert!(!sup.keep_worker(job, 999_999_999));
+        sup.stop_job(job).await;
+        assert_eq!(sup.pids(), vec![pids[0]]);
+        async fn next(events: &mut mpsc::UnboundedReceiver<ProcEvent>) -> (JobId, u32, i32) {
+            match tokio::time::timeout(Duration::from_secs(10), events.recv()).await {
+                Ok(Some(ProcEvent::Exited { job, pid, code })) => (job, pid, code),
+                other => panic!("no exit within 10 s: {:?}", other.is_ok()),
+            }
+        }
+        let (j, pid, code) = next(&mut events).await;
+        assert_eq!((j, pid), (job, pids[1]), "the stopped one exits");
+        sup.on_exit(j, pid, code).await;
+        assert!(sup.kill_worker(job, pids[0]));
+        let (j, pid, code) = next(&mut events).await;
+        assert_eq!((j, pid), (job, pids[0]));
+        sup.on_exit(j, pid, code).await;
+        assert!(sup.pids().is_empty(), "a kept process is not replaced");
+        sup.start_workers(job, "b", 1, &TaskEnv::default()).await;
+        assert_eq!(sup.pids().len(), 1, "the job still takes processes");
+        sup.kill_all().await;
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
