@@ -6,11 +6,12 @@
 //! passed to a task that calls the actor, a named actor found by name, `kill`, a constructor
 //! that fails, a restart after the actor's process dies (in a cluster: `SIGKILL`ed; in
 //! process, where nothing can be killed, through `kill` with restart), and `starling::actors()`
-//! listing an actor alive, then dead with its cause. On a cluster also: a second driver process
+//! listing an actor alive, then dead with its cause, and an async actor running 100 calls at
+//! once (and no more than its `max_concurrency`). On a cluster also: a second driver process
 //! (this program, started again with `--second-driver`) finds a named actor and calls it, and
 //! the detached actor it makes outlives it while its other actor ends with it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
@@ -59,6 +60,42 @@ impl Picky {
 
     fn hello(&self) -> String {
         "hello".to_string()
+    }
+}
+
+/// An async actor (it has an `async` method): its calls run together, interleaved at their
+/// `.await`s, up to its `max_concurrency`.
+pub struct Gate {
+    in_progress: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+#[starling::actor]
+impl Gate {
+    fn new() -> Self {
+        Gate {
+            in_progress: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts itself in, waits (on tokio's timers) until `n` calls have been in progress at
+    /// once or [`LONG`] passed, and counts itself out. Returns the most calls ever in progress
+    /// at once.
+    async fn meet(&self, n: usize) -> usize {
+        let now = self.in_progress.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + LONG;
+        while self.peak.load(Ordering::SeqCst) < n && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        self.in_progress.fetch_sub(1, Ordering::SeqCst);
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    /// The most calls ever in progress at once (a sync method of an async actor).
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
     }
 }
 
@@ -178,6 +215,26 @@ fn restart() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An async actor runs 100 calls at once (each waits until all 100 are in progress: checked
+/// by its count, not by timing), and no more than its `max_concurrency` when that is set.
+fn async_actor() -> anyhow::Result<()> {
+    let g = Gate::remote();
+    let calls: Vec<_> = (0..100).map(|_| g.meet(100)).collect();
+    let peaks = starling::get_all_timeout(&calls, LONG)?;
+    ensure!(
+        peaks.iter().all(|p| *p == 100),
+        "100 calls of an async actor were not all in progress at once: {peaks:?}"
+    );
+    let g4 = Gate::options().max_concurrency(4).remote();
+    let calls: Vec<_> = (0..20).map(|_| g4.meet(4)).collect();
+    let peaks = starling::get_all_timeout(&calls, LONG)?;
+    ensure!(
+        peaks.iter().all(|p| *p == 4) && starling::get_timeout(&g4.peak(), LONG)? == 4,
+        "max_concurrency 4: calls saw {peaks:?} in progress at once"
+    );
+    Ok(())
+}
+
 /// Waits (at most [`LONG`]) until the listing shows the actor `id` as `want` says.
 fn listed_as(
     id: starling::TaskId,
@@ -291,7 +348,7 @@ fn main() -> anyhow::Result<()> {
     }
     let rt = starling_examples::runtime_from_args()?;
     IN_PROCESS.store(rt.in_process, Ordering::Relaxed);
-    let checks: [(&str, Check); 7] = [
+    let checks: [(&str, Check); 8] = [
         ("order_and_state", order_and_state),
         ("handle_in_a_task", handle_in_a_task),
         ("named", named),
@@ -299,6 +356,7 @@ fn main() -> anyhow::Result<()> {
         ("failing_constructor", failing_constructor),
         ("restart", restart),
         ("listed", listed),
+        ("async_actor", async_actor),
     ];
     starling_examples::run_checks(&checks)?;
     if !rt.in_process {

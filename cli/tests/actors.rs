@@ -7,7 +7,7 @@ mod harness;
 
 use harness::{run_example_alone, Cluster};
 
-const CHECKS: [&str; 7] = [
+const CHECKS: [&str; 8] = [
     "order_and_state",
     "handle_in_a_task",
     "named",
@@ -15,6 +15,7 @@ const CHECKS: [&str; 7] = [
     "failing_constructor",
     "restart",
     "listed",
+    "async_actor",
 ];
 
 /// Checks that need other processes to join the runtime: not in-process.

@@ -235,6 +235,16 @@ impl ActorOptions {
         self
     }
 
+    /// For an async actor (one with `async` methods): how many of its calls may be in flight at
+    /// once, interleaved at their `.await`s on its worker (Ray's default for async actors,
+    /// 1,000, is what `#[starling::actor]` sets for them). The typed options offer it on async
+    /// actors only: a sync actor runs one call at a time.
+    #[doc(hidden)]
+    pub fn max_concurrency(mut self, n: u32) -> Self {
+        self.actor.max_concurrency = n.max(1);
+        self
+    }
+
     /// Where the actor may run.
     pub fn scheduling_strategy(mut self, s: crate::SchedulingStrategy) -> Self {
         self.task = self.task.scheduling_strategy(s);
@@ -272,8 +282,34 @@ pub fn call<R: RemoteValue>(
     method: &'static str,
     args: ArgsBuilder,
 ) -> ObjectRef<R> {
+    submit_call(handle, method, args, TaskOptions::default())
+}
+
+/// Calls async `method` of the actor behind `handle` with `args`: the call may run beside the
+/// actor's other calls in flight (the scheduler lets in as many as the actor's
+/// `max_concurrency`).
+#[doc(hidden)]
+pub fn call_concurrent<R: RemoteValue>(
+    handle: &ActorHandle,
+    method: &'static str,
+    args: ArgsBuilder,
+) -> ObjectRef<R> {
+    submit_call(
+        handle,
+        method,
+        args,
+        TaskOptions::default().max_concurrency(u32::MAX),
+    )
+}
+
+fn submit_call<R: RemoteValue>(
+    handle: &ActorHandle,
+    method: &'static str,
+    args: ArgsBuilder,
+    task: TaskOptions,
+) -> ObjectRef<R> {
     let rt = handle.object.runtime().clone();
-    let mut task = TaskOptions::default().num_cpus(0.0).max_retries(0);
+    let mut task = task.num_cpus(0.0).max_retries(0);
     task.actor = ActorRole::Call(handle.id());
     let id = rt.submit(method, args, task);
     ObjectRef::from_raw(id, rt)
@@ -337,6 +373,13 @@ pub fn with_state<A: 'static, R>(
         ))
     })?;
     Ok(f(this))
+}
+
+/// The state of the async actor the running call belongs to: shared by its calls in flight,
+/// which interleave on one thread (an async actor keeps its state as an `Arc`).
+#[doc(hidden)]
+pub fn shared_state<A: Send + Sync + 'static>() -> std::result::Result<Arc<A>, InvokeError> {
+    with_state::<Arc<A>, _>(|a| a.clone())
 }
 
 /// Drops the states of the actors `worker` of the backend at `owner` held: its executor was

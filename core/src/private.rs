@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use crate::actor::{
-    call as call_actor, create as create_actor, store_state as store_actor_state,
+    call as call_actor, call_concurrent as call_actor_concurrent, create as create_actor,
+    shared_state as shared_actor_state, store_state as store_actor_state,
     with_state as with_actor_state,
 };
 pub use crate::codec::Encoded;

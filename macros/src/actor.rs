@@ -19,12 +19,20 @@
 //! values, `Result` for errors), checked by the same code; the state itself never leaves its
 //! process, so the type need not be serializable (it must be `Send`: calls may run on any of
 //! its worker's threads).
+//!
+//! An actor with an `async` method is an async actor (Ray's): up to its `max_concurrency`
+//! calls (default 1,000) are in flight at once, interleaved at their `.await`s on its worker's
+//! thread, so every method takes `&self` and the state is kept as an `Arc` (the type must be
+//! `Send + Sync`; mutable state goes in a `Mutex` or atomics). Its sync methods run on the same
+//! thread, one at a time between the awaits.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::{FnArg, Ident, ImplItem, ImplItemFn, ItemFn, ItemImpl, ReturnType, Type};
 
-use crate::expand::{decode_args, invoker_calling, registration, type_checks, with_item};
+use crate::expand::{
+    decode_args, invoker_calling, registration, registration_async, type_checks, with_item,
+};
 use crate::signature::{self, RemoteFn};
 
 /// Entry point: parses, validates and expands, turning any problem into `compile_error!`.
@@ -61,6 +69,8 @@ struct ActorImpl {
     /// Whether the constructor returns a `Result`.
     ctor_fallible: bool,
     methods: Vec<RemoteFn>,
+    /// Whether a method is `async` (then every method takes `&self`).
+    is_async: bool,
 }
 
 fn analyze(block: &ItemImpl) -> syn::Result<ActorImpl> {
@@ -101,6 +111,10 @@ fn analyze(block: &ItemImpl) -> syn::Result<ActorImpl> {
     };
     let mut ctor = None;
     let mut methods = Vec::new();
+    let is_async = block.items.iter().any(|item| {
+        matches!(item, ImplItem::Fn(f) if f.sig.asyncness.is_some()
+            && matches!(f.sig.inputs.first(), Some(FnArg::Receiver(_))))
+    });
     for item in &block.items {
         let ImplItem::Fn(f) = item else { continue };
         match f.sig.inputs.first() {
@@ -113,11 +127,11 @@ fn analyze(block: &ItemImpl) -> syn::Result<ActorImpl> {
                     ));
                     continue;
                 }
-                if f.sig.asyncness.is_some() {
+                if is_async && r.mutability.is_some() {
                     push(syn::Error::new_spanned(
-                        f.sig.asyncness,
-                        "async actor methods are not supported yet: make the method sync (it \
-                         may block on `starling::get`)",
+                        r,
+                        "an actor with async methods runs its calls concurrently, so every \
+                         method takes `&self`: keep mutable state in a `Mutex` or atomics",
                     ));
                     continue;
                 }
@@ -152,6 +166,7 @@ fn analyze(block: &ItemImpl) -> syn::Result<ActorImpl> {
         ctor,
         ctor_fallible,
         methods,
+        is_async,
     })
 }
 
@@ -265,14 +280,27 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
         );
         let full_name = quote!(::core::concat!(::core::module_path!(), "::", #ty_str, #registered));
         let checks = type_checks(m);
-        let make = |locals: &[Ident]| {
-            quote! {
+        let make = |locals: &[Ident]| match (a.is_async, m.is_async) {
+            // The call's future owns its share of the state.
+            (_, true) => quote! {{
+                let #this = ::starling::__private::shared_actor_state::<#ty>()?;
+                async move { #this.#name(#(#locals),*).await }
+            }},
+            (true, false) => quote! {
+                ::starling::__private::shared_actor_state::<#ty>()?.#name(#(#locals),*)
+            },
+            (false, false) => quote! {
                 ::starling::__private::with_actor_state::<#ty, _>(
                     move |#this: &mut #ty| #this.#name(#(#locals),*)
                 )?
-            }
+            },
         };
         entries.push(invoker_calling(m, &args, &checks, None, &entry, &make));
+        let call = if m.is_async {
+            quote!(call_actor_concurrent)
+        } else {
+            quote!(call_actor)
+        };
         let value_type = m.ret.value_type();
         let (params, pushes) = stub_parts(m, &args);
         let builder = builder_binding(m, &args);
@@ -284,10 +312,15 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
                 #checks
                 let #builder = ::starling::__private::ArgsBuilder::with_capacity(#count);
                 #(#pushes)*
-                ::starling::__private::call_actor::<#value_type>(&self.0, #full_name, #args)
+                ::starling::__private::#call::<#value_type>(&self.0, #full_name, #args)
             }
         });
-        let register = registration(&full_name, &quote!(#ty::#entry));
+        let register = if m.is_async {
+            let entry_async = format_ident!("{}_async", entry);
+            registration_async(&full_name, &quote!(#ty::#entry), &quote!(#ty::#entry_async))
+        } else {
+            registration(&full_name, &quote!(#ty::#entry))
+        };
         registrations.push(quote! {
             #register
             const _: fn() = || {
@@ -295,6 +328,27 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
             };
         });
     }
+    // An async actor keeps its state as an `Arc` (its calls in flight share it), and lets up
+    // to `max_concurrency` calls in at once.
+    let (stored, store_value, new_options, concurrency_method) = if a.is_async {
+        (
+            quote!(::std::sync::Arc<#ty>),
+            quote!(::std::sync::Arc::new(#value)),
+            quote!(::starling::ActorOptions::new(<#ty as ::starling::Actor>::CLASS).max_concurrency(1000)),
+            quote! {
+                /// How many of its calls may be in flight at once, interleaved at their
+                /// `.await`s (default 1,000, as Ray's async actors; 1: one at a time).
+                pub fn max_concurrency(self, n: u32) -> Self { Self(self.0.max_concurrency(n)) }
+            },
+        )
+    } else {
+        (
+            quote!(#ty),
+            quote!(#value),
+            quote!(::starling::ActorOptions::new(<#ty as ::starling::Actor>::CLASS)),
+            TokenStream::new(),
+        )
+    };
     let handle_doc = format!(
         " A handle to a `{ty_str}` actor, made by `#[starling::actor]`: each method submits a \
          call to the actor and returns an `ObjectRef` of its value. Clone it and pass it to \
@@ -382,6 +436,7 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
             pub fn max_task_retries(self, n: u32) -> Self { Self(self.0.max_task_retries(n)) }
             /// Where the actor may run.
             pub fn scheduling_strategy(self, s: ::starling::SchedulingStrategy) -> Self { Self(self.0.scheduling_strategy(s)) }
+            #concurrency_method
             /// An environment variable of the actor's worker process.
             pub fn env_var(
                 self,
@@ -414,7 +469,7 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
 
             /// The options `remote` uses, to change before calling `.remote(..)`.
             pub fn options() -> #options {
-                #options(::starling::ActorOptions::new(<#ty as ::starling::Actor>::CLASS))
+                #options(#new_options)
             }
 
             #[doc(hidden)]
@@ -425,7 +480,7 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
                 ::starling::__private::check_arity(#args, #ctor_count)?;
                 #(#ctor_decodes)*
                 #build
-                ::starling::__private::store_actor_state::<#ty>(#value)?;
+                ::starling::__private::store_actor_state::<#stored>(#store_value)?;
                 ::starling::__private::encode_return::<()>(&())
             }
 

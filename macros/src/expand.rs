@@ -537,14 +537,30 @@ pub(crate) fn decode_args(f: &RemoteFn, args: &Ident) -> (Vec<Ident>, Vec<TokenS
 /// Registers `entry` (a path to an invoker) under the name `name` (an expression) in the
 /// function registry.
 pub(crate) fn registration(name: &TokenStream, entry: &TokenStream) -> TokenStream {
+    registering(&quote!(::starling::__private::Registration::new(#name, #entry)))
+}
+
+/// [`registration`] of an async function's two entry points: the one that runs it to the end,
+/// and the one that returns its future (to run beside others).
+pub(crate) fn registration_async(
+    name: &TokenStream,
+    entry: &TokenStream,
+    entry_async: &TokenStream,
+) -> TokenStream {
+    registering(&quote!(::starling::__private::Registration::with_async(
+        #name, #entry, #entry_async
+    )))
+}
+
+/// Adds the registration `made` (a `Registration` expression) to the registry's linker section.
+fn registering(made: &TokenStream) -> TokenStream {
     quote! {
         const _: () = {
             #[::starling::__private::linkme::distributed_slice(
                 ::starling::__private::REMOTE_FUNCTIONS
             )]
             #[linkme(crate = ::starling::__private::linkme)]
-            static REGISTRATION: ::starling::__private::Registration =
-                ::starling::__private::Registration::new(#name, #entry);
+            static REGISTRATION: ::starling::__private::Registration = #made;
         };
     }
 }

@@ -182,6 +182,10 @@ pub struct ActorOptions {
     pub name: String,
     /// Whether it outlives its handles (Ray's `lifetime="detached"`): it lives until killed.
     pub detached: bool,
+    /// For an async actor, how many of its calls may be in flight at once (they interleave at
+    /// their `.await`s on the actor's worker); 0 for a sync actor, which runs one call at a
+    /// time.
+    pub max_concurrency: u32,
 }
 
 /// A task's part in an actor's life (Ray's actors: a worker that keeps state across calls).

@@ -107,6 +107,7 @@ impl From<TaskSpec> for pb::TaskSpec {
                     max_task_retries: o.max_task_retries,
                     name: o.name.clone(),
                     detached: o.detached,
+                    max_concurrency: o.max_concurrency,
                 }),
                 _ => None,
             },
@@ -186,6 +187,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
                     max_task_retries: o.max_task_retries,
                     name: o.name,
                     detached: o.detached,
+                    max_concurrency: o.max_concurrency,
                 })),
                 (None, a) => ActorRole::Call(TaskId(a)),
                 (Some(_), _) => {

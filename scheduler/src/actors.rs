@@ -254,7 +254,16 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
     if core.workers.get(&worker).is_none_or(|w| w.draining) {
         return;
     }
+    // An async actor has at most `max_concurrency` calls in flight; a sync one takes all its
+    // ready calls at once (it runs them one by one, in order).
+    let cap = match a.options.max_concurrency {
+        0 => usize::MAX,
+        n => n as usize,
+    };
     while let Some(&call) = a.calls.front() {
+        if a.running >= cap {
+            return;
+        }
         let Some(entry) = core.tasks.get_mut(&call) else {
             // Cancelled meanwhile.
             a.calls.pop_front();
@@ -315,6 +324,10 @@ pub(crate) fn on_call_done(core: &mut Core, t: &mut impl Transport, actor: TaskI
     a.running = a.running.saturating_sub(1);
     if ok {
         a.served += 1;
+    }
+    if a.options.max_concurrency > 0 && !a.calls.is_empty() {
+        // A place in flight opened.
+        core.actors_to_dispatch.push(actor);
     }
     if a.orphaned && a.running == 0 && a.calls.is_empty() {
         kill(core, t, actor, true, "its handles were all dropped");

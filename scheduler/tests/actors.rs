@@ -25,6 +25,7 @@ fn options(max_restarts: u32, max_task_retries: u32) -> ActorOptions {
         max_task_retries,
         name: String::new(),
         detached: false,
+        max_concurrency: 0,
     }
 }
 
@@ -365,4 +366,20 @@ fn the_actor_holds_its_constructor_s_arguments_until_it_dies() {
         None,
         "let go with the actor"
     );
+}
+
+#[test]
+fn an_async_actor_has_at_most_max_concurrency_calls_in_flight() {
+    let mut o = options(0, 0);
+    o.max_concurrency = 2;
+    let (mut core, mut t) = alive(o);
+    for id in 11..=14 {
+        on_submit(&mut core, &mut t, call(id, A, Vec::new()));
+    }
+    assert_eq!(pass(&mut core, &mut t), [(1, 11), (1, 12)]);
+    // Either may end first; each end lets the next call in.
+    done(&mut core, &mut t, 1, 12);
+    assert_eq!(pass(&mut core, &mut t), [(1, 13)]);
+    done(&mut core, &mut t, 1, 11);
+    assert_eq!(pass(&mut core, &mut t), [(1, 14)]);
 }

@@ -125,6 +125,9 @@ pub struct ActorCreate {
     /// Whether it outlives its handles (until killed).
     #[prost(bool, tag = "5")]
     pub detached: bool,
+    /// An async actor's calls in flight at once (0: a sync actor, one call at a time).
+    #[prost(uint32, tag = "6")]
+    pub max_concurrency: u32,
 }
 /// One environment variable of a task's worker process.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -50,6 +50,7 @@ fn spec() -> TaskSpec {
             max_task_retries: 2,
             name: "counter".into(),
             detached: true,
+            max_concurrency: 1000,
         })),
     }
 }

@@ -236,6 +236,7 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                                 max_task_retries: rng.edgy_u64() as u32,
                                 name: rng.string(),
                                 detached: rng.one_in(2),
+                                max_concurrency: rng.edgy_u64() as u32,
                             },
                         )),
                     },

@@ -1,4 +1,6 @@
-// What an actor cannot be: no constructor, a method taking `self`, an async method.
+// What an actor cannot be: no constructor, a method taking `self`, `&mut self` beside an async
+// method (an async actor's calls run together), a borrowed argument, a constructor of another
+// type.
 pub struct NoCtor;
 
 #[starling::actor]
@@ -23,6 +25,8 @@ impl Shapes {
     async fn later(&self) -> u64 {
         1
     }
+
+    fn bump(&mut self) {}
 
     fn borrowed(&self, s: &str) -> usize {
         s.len()

@@ -41,6 +41,30 @@ impl Fallible {
     }
 }
 
+/// An async actor: `&self` methods, its state shared by its calls in flight.
+pub struct Waiter {
+    seen: std::sync::atomic::AtomicU64,
+}
+
+#[starling::actor]
+impl Waiter {
+    fn new() -> Self {
+        Waiter { seen: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    async fn wait(&self, n: u64) -> u64 {
+        self.seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst) + n
+    }
+
+    async fn fallible(&self, ok: bool) -> Result<u64, String> {
+        if ok { Ok(1) } else { Err("no".into()) }
+    }
+
+    fn seen(&self) -> u64 {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 #[starling::remote]
 fn use_handle(c: CounterHandle) -> u64 {
     starling::get(&c.get()).unwrap()
@@ -64,6 +88,10 @@ fn calls() {
     let _ = Fallible::remote(true);
     let _ = starling::kill(&c, true);
     let _ = Counter::helper();
+    let w = Waiter::options().max_concurrency(8).remote();
+    let _: ObjectRef<u64> = w.wait(3);
+    let _: ObjectRef<u64> = w.fallible(true);
+    let _: ObjectRef<u64> = w.seen();
 }
 
 fn main() {}
