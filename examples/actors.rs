@@ -342,9 +342,52 @@ fn second_driver_and_detached() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--node-loss GO`: two actors on one node, one with a restart left and one without. Prints
+/// `actor_node=N..` and waits for the file `GO` (the test kills that node first); then the first
+/// answers from another node with its state reset, the second fails with `ActorDied`.
+fn node_loss(go: &std::path::Path) -> anyhow::Result<()> {
+    let _rt = starling_examples::connect()?;
+    let survivor = Counter::options()
+        .max_restarts(1)
+        .max_task_retries(1)
+        .remote(10);
+    ensure!(starling::get_timeout(&survivor.incr(1), LONG)? == 11);
+    let node_of = |h: &CounterHandle| -> anyhow::Result<starling::NodeId> {
+        let id = h.actor().id();
+        listed_as(id, "alive on a node", |a| a.node.is_some())?
+            .node
+            .context("a node")
+    };
+    let node = node_of(&survivor)?;
+    let mortal = Counter::options()
+        .scheduling_strategy(starling::SchedulingStrategy::NodeAffinity { node, soft: false })
+        .remote(20);
+    ensure!(starling::get_timeout(&mortal.incr(1), LONG)? == 21);
+    println!("actor_node={node}");
+    starling_examples::wait_for_file(go, LONG)?;
+    ensure!(
+        starling::get_timeout(&survivor.get(), LONG)? == 10,
+        "the actor restarted after its node was lost has its constructor's state"
+    );
+    let moved = node_of(&survivor)?;
+    ensure!(moved != node, "restarted on the lost node {node}");
+    match starling::get_timeout(&mortal.get(), LONG) {
+        Err(starling::Error::ActorDied { .. }) => {}
+        other => bail!("a call of an actor lost with its node, no restarts left: {other:?}"),
+    }
+    println!("restarted_on={moved}");
+    println!("node_loss=ok");
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     if std::env::args().any(|a| a == "--second-driver") {
         return second_driver();
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--node-loss") {
+        let go = args.get(i + 1).context("--node-loss GO_FILE")?;
+        return node_loss(std::path::Path::new(go));
     }
     let rt = starling_examples::runtime_from_args()?;
     IN_PROCESS.store(rt.in_process, Ordering::Relaxed);

@@ -43,6 +43,25 @@ fn local_cluster() {
     all_ok("local cluster", &out, &err);
 }
 
+/// A node agent is SIGKILLed under two actors: the one with a restart left comes back on the
+/// other node with its constructor's state, the one without fails its calls with `ActorDied`.
+/// (Only with separate processes: the other modes have one node, which is the driver's.)
+#[test]
+fn an_actor_on_a_killed_node() {
+    let mut c = Cluster::start("actors-node", 2);
+    let go = c.dir.join("go");
+    let out = c.spawn_payload("actors", &["--node-loss", go.to_str().expect("utf-8 path")]);
+    let node = c.wait_line(&out, "actor_node=", "the payload never placed its actors");
+    c.kill_node(&node);
+    c.wait_alive(1);
+    std::fs::write(&go, b"").expect("write the go file");
+    let p = c.wait_payload("actors", &out, harness::PAYLOAD);
+    c.check(
+        p.get(&c, "node_loss") == "ok" && p.get(&c, "restarted_on") != node,
+        &format!("after losing {node}: {:?}", p.values),
+    );
+}
+
 #[test]
 fn head_and_agents_as_processes() {
     let c = Cluster::start("actors", 2);
