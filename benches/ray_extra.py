@@ -1,7 +1,7 @@
 """The workloads Starling's suite adds to the anchors (benches/src/workloads.rs letters m, n, o and
 the actor workloads of j the anchors lack), run on Ray the same way, printed as the anchors' JSON
 lines. Needs the anchors' venv (ray, numpy); benches/compare.sh runs it.
-Usage: python ray_extra.py [--run K] [--n-queued N] [--n-actors N]
+Usage: python ray_extra.py [--run K] [--only mnoj] [--n-queued N] [--n-actors N]
 
 - many_queued: N no-op tasks submitted before any is awaited (tasks/s). Starling queues
   1,000,000; Ray runs about 1,500 no-op tasks/s here, so the default N is 20,000 (the rate, not
@@ -31,6 +31,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--run", type=int, default=0)
 p.add_argument("--n-queued", type=int, default=20_000)
 p.add_argument("--n-actors", type=int, default=200)
+p.add_argument("--only", default="mnoj", help="workload letters: m n o, j (the actor ones)")
 args = p.parse_args()
 
 N_SCATTER = 1_000
@@ -83,69 +84,72 @@ class Tally:
 ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
 ray.get([noop.remote() for _ in range(200)])
 
-t0 = time.perf_counter()
-refs = [noop.remote() for _ in range(args.n_queued)]
-ray.get(refs)
-dt = time.perf_counter() - t0
-emit("many_queued", args.n_queued / dt, "tasks/s", n=args.n_queued)
-del refs
+if "m" in args.only:
+    t0 = time.perf_counter()
+    refs = [noop.remote() for _ in range(args.n_queued)]
+    ray.get(refs)
+    dt = time.perf_counter() - t0
+    emit("many_queued", args.n_queued / dt, "tasks/s", n=args.n_queued)
+    del refs
 
-shared = ray.put(np.arange(SCATTER_BYTES // 8, dtype=np.uint64))
-t0 = time.perf_counter()
-got = ray.get([read_all.remote(shared, s) for s in range(N_SCATTER)])
-dt = time.perf_counter() - t0
-assert len(got) == N_SCATTER
-emit("scatter_gather", dt * 1e3, "ms", tasks=N_SCATTER, object_bytes=SCATTER_BYTES)
+if "n" in args.only:
+    shared = ray.put(np.arange(SCATTER_BYTES // 8, dtype=np.uint64))
+    t0 = time.perf_counter()
+    got = ray.get([read_all.remote(shared, s) for s in range(N_SCATTER)])
+    dt = time.perf_counter() - t0
+    assert len(got) == N_SCATTER
+    emit("scatter_gather", dt * 1e3, "ms", tasks=N_SCATTER, object_bytes=SCATTER_BYTES)
 
-t0 = time.perf_counter()
-results = []
-for j in range(WAYS):
-    level = [shuffle_block.remote(i, j) for i in range(WAYS)]
-    while len(level) > 1:
-        level = [xor_blocks.remote(level[k], level[k + 1]) for k in range(0, len(level), 2)]
-    results.append(block_summary.remote(level[0]))
-got = ray.get(results)
-dt = time.perf_counter() - t0
-for j, (byte, n) in enumerate(got):
-    want = 0
-    for i in range(WAYS):
-        want ^= (i * WAYS + j) % 256
-    assert byte == want and n == BLOCK, (j, byte, n)
-emit("shuffle", dt * 1e3, "ms", ways=WAYS, block_bytes=BLOCK)
+if "o" in args.only:
+    t0 = time.perf_counter()
+    results = []
+    for j in range(WAYS):
+        level = [shuffle_block.remote(i, j) for i in range(WAYS)]
+        while len(level) > 1:
+            level = [xor_blocks.remote(level[k], level[k + 1]) for k in range(0, len(level), 2)]
+        results.append(block_summary.remote(level[0]))
+    got = ray.get(results)
+    dt = time.perf_counter() - t0
+    for j, (byte, n) in enumerate(got):
+        want = 0
+        for i in range(WAYS):
+            want ^= (i * WAYS + j) % 256
+        assert byte == want and n == BLOCK, (j, byte, n)
+    emit("shuffle", dt * 1e3, "ms", ways=WAYS, block_bytes=BLOCK)
 
-CALLERS = 4
-PER_CALLER = 2_500
-actors = [Tally.remote() for _ in range(CALLERS)]
-ray.get([a.m.remote() for a in actors])
-done = []
+if "j" in args.only:
+    CALLERS = 4
+    PER_CALLER = 2_500
+    actors = [Tally.remote() for _ in range(CALLERS)]
+    ray.get([a.m.remote() for a in actors])
+    done = []
 
+    def caller():
+        done.append(len(ray.get([actors[k % CALLERS].m.remote() for k in range(PER_CALLER)])))
 
-def caller():
-    done.append(len(ray.get([actors[k % CALLERS].m.remote() for k in range(PER_CALLER)])))
-
-
-t0 = time.perf_counter()
-threads = [threading.Thread(target=caller) for _ in range(CALLERS)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-dt = time.perf_counter() - t0
-assert sum(done) == CALLERS * PER_CALLER, done
-emit("actor_calls_n_n", CALLERS * PER_CALLER / dt, "calls/s", callers=CALLERS, actors=CALLERS,
-     n=CALLERS * PER_CALLER)
-for a in actors:
-    ray.kill(a)
-
-WAVE = 100
-t0 = time.perf_counter()
-for _ in range(max(1, args.n_actors // WAVE)):
-    wave = [Tally.options(num_cpus=0).remote() for _ in range(WAVE)]
-    firsts = ray.get([a.m.remote() for a in wave])
-    assert all(n == 1 for n in firsts), firsts
-    for a in wave:
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=caller) for _ in range(CALLERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    dt = time.perf_counter() - t0
+    assert sum(done) == CALLERS * PER_CALLER, done
+    emit("actor_calls_n_n", CALLERS * PER_CALLER / dt, "calls/s", callers=CALLERS, actors=CALLERS,
+         n=CALLERS * PER_CALLER)
+    for a in actors:
         ray.kill(a)
-dt = time.perf_counter() - t0
-n = max(1, args.n_actors // WAVE) * WAVE
-emit("actor_creation", n / dt, "actors/s", n=n, wave=WAVE)
+
+    WAVE = 100
+    t0 = time.perf_counter()
+    for _ in range(max(1, args.n_actors // WAVE)):
+        wave = [Tally.options(num_cpus=0).remote() for _ in range(WAVE)]
+        firsts = ray.get([a.m.remote() for a in wave])
+        assert all(n == 1 for n in firsts), firsts
+        for a in wave:
+            ray.kill(a)
+    dt = time.perf_counter() - t0
+    n = max(1, args.n_actors // WAVE) * WAVE
+    emit("actor_creation", n / dt, "actors/s", n=n, wave=WAVE)
+
 ray.shutdown()

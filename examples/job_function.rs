@@ -6,6 +6,7 @@
 //! function fails (it panics on `--samples 0`), `result` returns its error: type, message and
 //! backtrace. The job is submitted with `PI_LABEL=estimate` in its `env_vars`, which its tasks
 //! see too (a job's variables are its tasks' environment, as Ray's job-level `runtime_env`).
+//! It also spreads four actors, which must land on the job's instances only (`actor_nodes`).
 //!
 //! Needs a head: `STARLING_HEAD=127.0.0.1:6380 target/release/examples/job_function
 //! [--pool demo] [--instances 2] [--samples 1000000]`. A missing pool is created as a launched
@@ -33,6 +34,22 @@ struct Estimate {
     per_instance: Vec<(u32, u64, u64)>,
     /// `PI_LABEL` as each instance's task saw it.
     labels: Vec<Option<String>>,
+    /// The nodes the job's actors ran on.
+    actor_nodes: Vec<u64>,
+}
+
+/// An actor of the job: it says where it runs.
+pub struct Where;
+
+#[starling::actor]
+impl Where {
+    fn new() -> Self {
+        Where
+    }
+
+    fn node(&self) -> u64 {
+        starling_examples::this_node()
+    }
 }
 
 /// Points of `samples` seeded draws in the unit square that fall inside the quarter circle.
@@ -76,6 +93,16 @@ fn estimate_pi(samples_per_instance: u64) -> Result<Estimate, String> {
         })
         .collect();
     let counts = starling::get_all(&parts).map_err(|e| e.to_string())?;
+    // Spread as far as they may go: only over the job's instances.
+    let actors: Vec<_> = (0..4)
+        .map(|_| {
+            Where::options()
+                .scheduling_strategy(starling::SchedulingStrategy::Spread)
+                .remote()
+        })
+        .collect();
+    let actor_nodes = starling::get_all(&actors.iter().map(|a| a.node()).collect::<Vec<_>>())
+        .map_err(|e| e.to_string())?;
     let hits = counts.iter().map(|c| c.0).sum::<u64>();
     let samples = samples_per_instance * counts.len() as u64;
     Ok(Estimate {
@@ -88,6 +115,7 @@ fn estimate_pi(samples_per_instance: u64) -> Result<Estimate, String> {
             .map(|(k, c)| (k as u32, c.1, c.0))
             .collect(),
         labels: counts.iter().map(|c| c.2.clone()).collect(),
+        actor_nodes,
     })
 }
 
@@ -147,6 +175,12 @@ fn main() -> anyhow::Result<()> {
                     label.as_deref().unwrap_or("-")
                 );
             }
+            let instance_nodes: Vec<u64> = e.per_instance.iter().map(|p| p.1).collect();
+            println!(
+                "actors_on_instances={}",
+                e.actor_nodes.iter().all(|n| instance_nodes.contains(n))
+            );
+            println!("actor_nodes={:?}", e.actor_nodes);
             println!("hits={}", e.hits);
             println!("expected_hits={expected}");
             println!("pi={:.6}", e.pi);

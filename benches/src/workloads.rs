@@ -235,15 +235,18 @@ fn actor_workloads(e: &Emitter) -> Result<()> {
     let a = Tally::remote();
     starling::get(&a.m())?;
     let t0 = Instant::now();
+    let mut lat = Vec::with_capacity(N_ACTOR_SYNC);
     for _ in 0..N_ACTOR_SYNC {
+        let t = Instant::now();
         starling::get(&a.m())?;
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let dt = t0.elapsed().as_secs_f64();
     e.emit(
         "actor_calls_sync",
         N_ACTOR_SYNC as f64 / dt,
         "calls/s",
-        json!({"n": N_ACTOR_SYNC}),
+        json!({"n": N_ACTOR_SYNC, "median_us": median(&mut lat), "p99_us": percentile(&mut lat, 99.0)}),
     );
     let t0 = Instant::now();
     let refs: Vec<_> = (0..N_ACTOR_ASYNC).map(|_| a.m()).collect();

@@ -430,10 +430,11 @@ fn logs_follow_a_running_job_and_idle_launched_nodes_stop() {
 /// `#[starling::job]`: `estimate_pi::submit` runs the function on instance 0 of a 2-instance job
 /// (the example creates its launched pool); `job.result()` returns its value, checked exactly
 /// against the same draws computed in the driver, or, when it panics, its error with type,
-/// message and backtrace.
+/// message and backtrace. The job's actors run on its instances only, though the cluster has a
+/// node of its own besides.
 #[test]
 fn a_job_function_returns_its_value_or_its_error() {
-    let c = Cluster::start("jobfn", 0);
+    let c = Cluster::start("jobfn", 1);
     let ok = c.run(
         "job_function",
         &["--pool", "fn", "--instances", "2", "--samples", "20000"],
@@ -449,6 +450,13 @@ fn a_job_function_returns_its_value_or_its_error() {
     c.check(
         ok.get(&c, "instance_0_node") != ok.get(&c, "instance_1_node"),
         "each instance's task should run on its own node",
+    );
+    c.check(
+        ok.get(&c, "actors_on_instances") == "true",
+        &format!(
+            "the job's actors ran on {}, not only on its instances",
+            ok.get(&c, "actor_nodes")
+        ),
     );
     // The job's `env_vars` are its tasks' environment too.
     for k in 0..2 {

@@ -1339,12 +1339,29 @@ fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId)
     true
 }
 
+/// How many worker processes may be starting at once on one node for actors waiting to be
+/// created (each needs a process of its own, so they are asked for together).
+pub const PARALLEL_ACTOR_STARTS: usize = 8;
+
 /// A class waits although some node has the resources: that node has no idle worker (all are
-/// busy or blocked in `get`). Ask for one more, one request at a time per node.
+/// busy or blocked in `get`). Ask for one more, one request at a time per node; for actors
+/// waiting to be created at the front of the class, one per actor, up to
+/// [`PARALLEL_ACTOR_STARTS`] at a time per node.
 fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usize) {
     let need = &core.classes[class].resources;
     let job = core.classes[class].job;
     let pool = core.classes[class].pool();
+    let creations = core.classes[class]
+        .queue
+        .iter()
+        .take(PARALLEL_ACTOR_STARTS)
+        .take_while(|task| {
+            core.tasks.get(task).is_some_and(|e| {
+                e.state == TaskState::Queued && matches!(e.spec.actor, ActorRole::Create(_))
+            })
+        })
+        .count();
+    let want = creations.max(1);
     let restricted = core.restricted_jobs.contains(&job);
     // A task pinned to a node (hard affinity) is helped only by a worker on that node.
     let only = match core.classes[class].strategy {
@@ -1356,14 +1373,17 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
             continue;
         }
         let idle_in_pool = n.idle.iter().any(|(p, _)| *p == pool);
+        let asked = n.requested_workers.get(&pool).copied().unwrap_or(0);
         if n.alive
             && n.serves(job, restricted)
             && !idle_in_pool
-            && !n.requested_workers.contains_key(&pool)
+            && asked < want
             && n.available.contains(need)
         {
-            *n.requested_workers.entry(pool).or_default() += 1;
-            t.request_worker(n.id, job, &core.classes[class].env);
+            *n.requested_workers.entry(pool).or_default() = want;
+            for _ in asked..want {
+                t.request_worker(n.id, job, &core.classes[class].env);
+            }
             return;
         }
     }

@@ -383,3 +383,48 @@ fn an_async_actor_has_at_most_max_concurrency_calls_in_flight() {
     done(&mut core, &mut t, 1, 11);
     assert_eq!(pass(&mut core, &mut t), [(1, 14)]);
 }
+
+#[test]
+fn actors_waiting_to_be_created_ask_for_their_workers_together() {
+    let (mut core, mut t) = cluster();
+    let zero = |id| {
+        let mut spec = create(id, options(0, 0));
+        spec.resources = ResourceSet::new();
+        spec
+    };
+    for id in 20..32 {
+        on_submit(&mut core, &mut t, zero(id));
+    }
+    schedule(&mut core, &mut t);
+    let sent = t.take();
+    let dispatched = sent
+        .iter()
+        .filter(|s| matches!(s, Sent::Dispatch(..)))
+        .count();
+    let asked = sent
+        .iter()
+        .filter(|s| matches!(s, Sent::RequestWorker(..)))
+        .count();
+    assert_eq!(dispatched, 2, "the two idle workers take two actors");
+    assert_eq!(
+        asked,
+        starling_scheduler::reactor::PARALLEL_ACTOR_STARTS,
+        "the next actors' workers are asked for together, up to the limit"
+    );
+    // Asked again on the next pass: nothing more while those start.
+    schedule(&mut core, &mut t);
+    assert!(!t
+        .take()
+        .iter()
+        .any(|s| matches!(s, Sent::RequestWorker(..))));
+    // One arrives and takes an actor: one more is asked for.
+    on_worker_added(&mut core, N1, WorkerId(3));
+    schedule(&mut core, &mut t);
+    let sent = t.take();
+    assert_eq!(
+        sent.iter()
+            .filter(|s| matches!(s, Sent::RequestWorker(..)))
+            .count(),
+        1
+    );
+}
