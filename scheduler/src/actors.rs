@@ -210,7 +210,7 @@ pub(crate) fn on_call(core: &mut Core, spec: &starling_proto::TaskSpec) -> Resul
     match core.actors.get_mut(&actor) {
         None => Err(FailureKind::ActorDied {
             actor,
-            cause: "no such actor".into(),
+            cause: "no such actor (never made here, or dead and forgotten)".into(),
         }),
         Some(a) => match &a.state {
             ActorState::Dead(cause) => Err(FailureKind::ActorDied {
@@ -379,6 +379,9 @@ fn die(core: &mut Core, t: &mut impl Transport, actor: TaskId, cause: String) {
     let Some(a) = core.actors.get_mut(&actor) else {
         return;
     };
+    if !matches!(a.state, ActorState::Dead(_)) {
+        core.dead_actors.push_back(actor);
+    }
     a.state = ActorState::Dead(cause.clone());
     let mut doomed: Vec<TaskId> = a.calls.drain(..).collect();
     a.running = 0;
@@ -411,7 +414,16 @@ fn die(core: &mut Core, t: &mut impl Transport, actor: TaskId, cause: String) {
     if detached {
         release_own_hold(core, t, actor);
     }
+    // The oldest dead actors are forgotten: a call of one then fails as a call of no actor.
+    while core.dead_actors.len() > MAX_DEAD_ACTORS {
+        if let Some(old) = core.dead_actors.pop_front() {
+            core.actors.remove(&old);
+        }
+    }
 }
+
+/// How many dead actors the scheduler keeps listing (Ray keeps a bounded number too).
+pub const MAX_DEAD_ACTORS: usize = 10_000;
 
 /// A detached actor's own hold on its object (taken at creation) goes.
 fn release_own_hold(core: &mut Core, t: &mut impl Transport, actor: TaskId) {

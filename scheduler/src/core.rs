@@ -274,8 +274,11 @@ pub struct Core {
     /// Why tasks with an environment of their own cannot run here (`None`: they can): see
     /// [`Core::refuse_task_envs`].
     pub(crate) envs_refused: Option<&'static str>,
-    /// Actors by id (their creation task's), dead ones too.
+    /// Actors by id (their creation task's), dead ones too (the latest
+    /// [`MAX_DEAD_ACTORS`](crate::actors::MAX_DEAD_ACTORS) of them).
     pub(crate) actors: HashMap<TaskId, crate::actors::Actor>,
+    /// The dead actors still in `actors`, oldest first.
+    pub(crate) dead_actors: std::collections::VecDeque<TaskId>,
     /// Live actors by name.
     pub(crate) actor_names: HashMap<String, TaskId>,
     /// Actors that may have calls to hand their worker (see [`crate::actors::dispatch`]).

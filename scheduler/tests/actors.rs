@@ -428,3 +428,33 @@ fn actors_waiting_to_be_created_ask_for_their_workers_together() {
         1
     );
 }
+
+#[test]
+fn only_the_latest_dead_actors_are_kept() {
+    let (mut core, mut t) = cluster();
+    let max = starling_scheduler::actors::MAX_DEAD_ACTORS as u64;
+    let zero = |id| {
+        let mut spec = create(id, options(0, 0));
+        spec.resources = ResourceSet::new();
+        spec
+    };
+    for id in 100..100 + max + 5 {
+        on_submit(&mut core, &mut t, zero(id));
+        on_kill_actor(&mut core, &mut t, TaskId(id), true);
+    }
+    let listed = core.actors();
+    assert_eq!(
+        listed.len() as u64,
+        max,
+        "dead actors past the cap are forgotten"
+    );
+    assert_eq!(listed[0].id, TaskId(105), "the oldest go first");
+    assert!(listed
+        .iter()
+        .all(|a| matches!(a.state, ActorState::Dead(_))));
+    on_submit(&mut core, &mut t, call(50_000, 100, Vec::new()));
+    match core.object_state(ObjectId(50_000)) {
+        Some(ObjectState::Failed(f)) => assert!(f.to_string().contains("no such actor")),
+        other => panic!("a call of a forgotten actor: {other:?}"),
+    }
+}
