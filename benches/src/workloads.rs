@@ -134,6 +134,9 @@ struct Args {
     /// Run number, copied into every line.
     #[arg(long, default_value_t = 0)]
     run: u32,
+    /// Calls in actor_calls_sync (more for profiling).
+    #[arg(long, default_value_t = N_ACTOR_SYNC)]
+    n_actor_sync: usize,
     /// Tasks queued at once in many_queued.
     #[arg(long, default_value_t = 1_000_000)]
     n_queued: usize,
@@ -231,12 +234,12 @@ fn process_tree_rss() -> (f64, usize) {
 /// 4 caller threads each calling 4 actors in turn (10,000 calls in all); 1,000 actors of
 /// `num_cpus = 0` created, each answering its first call (actors/s), in waves of 100 killed after
 /// each wave so that the process count stays bounded on every engine.
-fn actor_workloads(e: &Emitter) -> Result<()> {
+fn actor_workloads(e: &Emitter, n_sync: usize) -> Result<()> {
     let a = Tally::remote();
     starling::get(&a.m())?;
     let t0 = Instant::now();
-    let mut lat = Vec::with_capacity(N_ACTOR_SYNC);
-    for _ in 0..N_ACTOR_SYNC {
+    let mut lat = Vec::with_capacity(n_sync);
+    for _ in 0..n_sync {
         let t = Instant::now();
         starling::get(&a.m())?;
         lat.push(t.elapsed().as_secs_f64() * 1e6);
@@ -244,9 +247,9 @@ fn actor_workloads(e: &Emitter) -> Result<()> {
     let dt = t0.elapsed().as_secs_f64();
     e.emit(
         "actor_calls_sync",
-        N_ACTOR_SYNC as f64 / dt,
+        n_sync as f64 / dt,
         "calls/s",
-        json!({"n": N_ACTOR_SYNC, "median_us": median(&mut lat), "p99_us": percentile(&mut lat, 99.0)}),
+        json!({"n": n_sync, "median_us": median(&mut lat), "p99_us": percentile(&mut lat, 99.0)}),
     );
     let t0 = Instant::now();
     let refs: Vec<_> = (0..N_ACTOR_ASYNC).map(|_| a.m()).collect();
@@ -612,7 +615,7 @@ fn main() -> Result<()> {
     }
 
     if only('j') {
-        actor_workloads(&e)?;
+        actor_workloads(&e, args.n_actor_sync)?;
     }
 
     if only('n') {
