@@ -191,6 +191,12 @@ impl Outbox {
         Some(ObjectValue { object, value })
     }
 
+    /// The node, job and process id of `worker`'s process, while its session is open.
+    fn process_of(&self, worker: WorkerId) -> Option<(NodeId, JobId, u32)> {
+        let c = self.clients.get(self.worker_client.get(&worker)?)?;
+        Some((c.node, c.job, c.pid))
+    }
+
     fn notify(&mut self, object: ObjectId) {
         let Some(subs) = self.subscribers.remove(&object) else {
             return;
@@ -370,35 +376,22 @@ impl Transport for Outbox {
         self.queue_client(client, HeadOp::Cancel(task));
         if force {
             // Its node kills the process; the scheduler already let the worker go.
-            if let Some(c) = self.clients.get(&client) {
-                let (node, job, pid) = (c.node, c.job, c.pid);
+            if let Some((node, job, pid)) = self.process_of(worker) {
                 self.queue_node(node, HeadToNodeOp::KillWorker { job, pid });
             }
         }
     }
 
     fn kill_worker(&mut self, worker: WorkerId) {
-        let Some(c) = self
-            .worker_client
-            .get(&worker)
-            .and_then(|client| self.clients.get(client))
-        else {
-            return;
-        };
-        let (node, job, pid) = (c.node, c.job, c.pid);
-        self.queue_node(node, HeadToNodeOp::KillWorker { job, pid });
+        if let Some((node, job, pid)) = self.process_of(worker) {
+            self.queue_node(node, HeadToNodeOp::KillWorker { job, pid });
+        }
     }
 
     fn keep_worker(&mut self, worker: WorkerId) {
-        let Some(c) = self
-            .worker_client
-            .get(&worker)
-            .and_then(|client| self.clients.get(client))
-        else {
-            return;
-        };
-        let (node, job, pid) = (c.node, c.job, c.pid);
-        self.queue_node(node, HeadToNodeOp::KeepWorker { job, pid });
+        if let Some((node, job, pid)) = self.process_of(worker) {
+            self.queue_node(node, HeadToNodeOp::KeepWorker { job, pid });
+        }
     }
 
     fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
