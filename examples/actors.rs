@@ -241,18 +241,31 @@ fn listed_as(
     what: &str,
     want: impl Fn(&starling::ActorInfo) -> bool,
 ) -> anyhow::Result<starling::ActorInfo> {
+    // The listing is the scheduler's, which hears of a call's end or a kill a moment after the
+    // caller does.
+    let mut last = None;
+    eventually(&format!("actor {id} listed as {what}"), || {
+        last = starling::actors()?.into_iter().find(|a| a.id == id);
+        Ok(last.clone().filter(|a| want(a)))
+    })
+    .with_context(|| format!("last listed as {last:?}"))
+}
+
+/// Asks `look` every 10 ms until it finds something, for at most [`LONG`] (then fails saying
+/// `what` never happened).
+fn eventually<T>(
+    what: &str,
+    mut look: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
     let deadline = std::time::Instant::now() + LONG;
     loop {
-        let found = starling::actors()?.into_iter().find(|a| a.id == id);
-        match found {
-            Some(a) if want(&a) => return Ok(a),
-            other if std::time::Instant::now() > deadline => {
-                bail!("actor {id} never listed as {what}: {other:?}")
-            }
-            // The listing is the scheduler's, which hears of a call's end or a kill a moment
-            // after the caller does.
-            _ => std::thread::sleep(Duration::from_millis(10)),
+        if let Some(found) = look()? {
+            return Ok(found);
         }
+        if std::time::Instant::now() > deadline {
+            bail!("never: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -281,7 +294,7 @@ const EPHEMERAL: &str = "actors-example-ephemeral";
 /// `--second-driver`: another driver of the same cluster. It calls the named actor `SHARED`,
 /// makes the detached actor `DETACHED` and the plain named actor `EPHEMERAL`, and exits.
 fn second_driver() -> anyhow::Result<()> {
-    let _rt = starling::Runtime::start(starling::Config::default())?;
+    let _rt = starling_examples::connect()?;
     let shared = starling::get_actor::<Counter>(SHARED)?.context("the shared actor by name")?;
     println!("seen={}", starling::get_timeout(&shared.incr(1), LONG)?);
     let detached = Counter::options()
@@ -324,14 +337,11 @@ fn second_driver_and_detached() -> anyhow::Result<()> {
         "the second driver called this same actor"
     );
     // Its job ended: its plain actor dies with it (and its name is free again)...
-    let deadline = std::time::Instant::now() + LONG;
-    while starling::get_actor::<Counter>(EPHEMERAL)?.is_some() {
-        ensure!(
-            std::time::Instant::now() < deadline,
-            "the second driver's plain actor outlived its job"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually("the second driver's plain actor gone with its job", || {
+        Ok(starling::get_actor::<Counter>(EPHEMERAL)?
+            .is_none()
+            .then_some(()))
+    })?;
     // ...and its detached one lives on, with its state.
     let detached = starling::get_actor::<Counter>(DETACHED)?.context("the detached actor")?;
     ensure!(

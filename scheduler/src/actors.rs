@@ -285,8 +285,7 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
 }
 
 /// The creation task of `actor` finished on `worker` of `node` with a value: the actor is
-/// alive, and its calls can go.
-/// A detached actor's process is kept past its job's end.
+/// alive, and its calls can go. A detached actor's process is kept past its job's end.
 pub(crate) fn on_created(
     core: &mut Core,
     t: &mut impl Transport,

@@ -26,6 +26,7 @@ pub enum Sent {
     CancelRunning(WorkerId, TaskId, bool),
     /// `kill_worker`.
     KillWorker(WorkerId),
+    /// `keep_worker`.
     KeepWorker(WorkerId),
     /// `JobTransport::to_node`.
     ToNode(NodeId, JobNodeOp),
