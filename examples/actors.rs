@@ -7,7 +7,8 @@
 //! that fails, a restart after the actor's process dies (in a cluster: `SIGKILL`ed; in
 //! process, where nothing can be killed, through `kill` with restart), and `starling::actors()`
 //! listing an actor alive, then dead with its cause, and an async actor running 100 calls at
-//! once (and no more than its `max_concurrency`). On a cluster also: a second driver process
+//! once (and no more than its `max_concurrency`), and a threaded actor running 8 blocking calls
+//! at once on threads of their own (and no more than its `max_concurrency`). On a cluster also: a second driver process
 //! (this program, started again with `--second-driver`) finds a named actor and calls it, and
 //! the detached actor it makes outlives it while its other actor ends with it.
 
@@ -95,6 +96,36 @@ impl Gate {
 
     /// The most calls ever in progress at once (a sync method of an async actor).
     fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+}
+
+/// A threaded actor (`max_concurrency` on a sync actor): up to 8 of its calls run at once,
+/// each on a thread of its own.
+pub struct Crowd {
+    in_progress: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+#[starling::actor(max_concurrency = 8)]
+impl Crowd {
+    fn new() -> Self {
+        Crowd {
+            in_progress: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// Counts itself in, blocks its thread until `n` calls have been in progress at once or
+    /// [`LONG`] passed, and counts itself out. Returns the most calls ever in progress at once.
+    fn meet(&self, n: usize) -> usize {
+        let now = self.in_progress.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + LONG;
+        while self.peak.load(Ordering::SeqCst) < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.in_progress.fetch_sub(1, Ordering::SeqCst);
         self.peak.load(Ordering::SeqCst)
     }
 }
@@ -231,6 +262,26 @@ fn async_actor() -> anyhow::Result<()> {
     ensure!(
         peaks.iter().all(|p| *p == 4) && starling::get_timeout(&g4.peak(), LONG)? == 4,
         "max_concurrency 4: calls saw {peaks:?} in progress at once"
+    );
+    Ok(())
+}
+
+/// A threaded actor runs 8 blocking calls at once (each waits until all 8 are in progress,
+/// checked by its count), and with `max_concurrency(2)` never more than 2.
+fn threaded_actor() -> anyhow::Result<()> {
+    let c = Crowd::remote();
+    let calls: Vec<_> = (0..24).map(|_| c.meet(8)).collect();
+    let peaks = starling::get_all_timeout(&calls, LONG)?;
+    ensure!(
+        peaks.iter().all(|p| *p == 8),
+        "calls of a threaded actor with max_concurrency 8 saw {peaks:?} in progress at once"
+    );
+    let c2 = Crowd::options().max_concurrency(2).remote();
+    let calls: Vec<_> = (0..6).map(|_| c2.meet(2)).collect();
+    let peaks = starling::get_all_timeout(&calls, LONG)?;
+    ensure!(
+        peaks.iter().all(|p| *p == 2),
+        "max_concurrency 2: calls saw {peaks:?} in progress at once"
     );
     Ok(())
 }
@@ -401,7 +452,7 @@ fn main() -> anyhow::Result<()> {
     }
     let rt = starling_examples::runtime_from_args()?;
     IN_PROCESS.store(rt.in_process, Ordering::Relaxed);
-    let checks: [(&str, Check); 8] = [
+    let checks: [(&str, Check); 9] = [
         ("order_and_state", order_and_state),
         ("handle_in_a_task", handle_in_a_task),
         ("named", named),
@@ -410,6 +461,7 @@ fn main() -> anyhow::Result<()> {
         ("restart", restart),
         ("listed", listed),
         ("async_actor", async_actor),
+        ("threaded_actor", threaded_actor),
     ];
     starling_examples::run_checks(&checks)?;
     if !rt.in_process {

@@ -7,7 +7,7 @@ mod harness;
 
 use harness::{run_example_alone, Cluster};
 
-const CHECKS: [&str; 8] = [
+const CHECKS: [&str; 9] = [
     "order_and_state",
     "handle_in_a_task",
     "named",
@@ -16,6 +16,7 @@ const CHECKS: [&str; 8] = [
     "restart",
     "listed",
     "async_actor",
+    "threaded_actor",
 ];
 
 /// Checks that need other processes to join the runtime: not in-process.

@@ -237,8 +237,10 @@ impl ActorOptions {
 
     /// For an async actor (one with `async` methods): how many of its calls may be in flight at
     /// once, interleaved at their `.await`s on its worker (Ray's default for async actors,
-    /// 1,000, is what `#[starling::actor]` sets for them). The typed options offer it on async
-    /// actors only: a sync actor runs one call at a time.
+    /// 1,000, is what `#[starling::actor]` sets for them); for a threaded one
+    /// (`#[starling::actor(max_concurrency = N)]`), how many run at once, each on a thread of
+    /// its own. The typed options offer it on those actors only: a plain sync actor runs one
+    /// call at a time.
     #[doc(hidden)]
     pub fn max_concurrency(mut self, n: u32) -> Self {
         self.actor.max_concurrency = n.max(1);

@@ -25,10 +25,17 @@
 //! thread, so every method takes `&self` and the state is kept as an `Arc` (the type must be
 //! `Send + Sync`; mutable state goes in a `Mutex` or atomics). Its sync methods run on the same
 //! thread, one at a time between the awaits.
+//!
+//! `#[starling::actor(max_concurrency = N)]` on a sync actor makes a threaded actor (Ray's
+//! threaded actors): up to N calls run at once, each on a thread of its own, so again every
+//! method takes `&self` and the state is an `Arc` of a `Send + Sync` type. On an async actor
+//! it sets the default in place of 1,000.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
-use syn::{FnArg, Ident, ImplItem, ImplItemFn, ItemFn, ItemImpl, ReturnType, Type};
+use syn::{
+    Expr, FnArg, Ident, ImplItem, ImplItemFn, ItemFn, ItemImpl, MetaNameValue, ReturnType, Type,
+};
 
 use crate::expand::{
     decode_args, invoker_calling, registration, registration_async, type_checks, with_item,
@@ -37,14 +44,10 @@ use crate::signature::{self, RemoteFn};
 
 /// Entry point: parses, validates and expands, turning any problem into `compile_error!`.
 pub(crate) fn actor(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        let error = syn::Error::new_spanned(
-            &attr,
-            "#[starling::actor] takes no options: set them per actor with \
-             `Type::options().num_cpus(..).name(..).remote(..)`",
-        );
-        return with_item(error, item);
-    }
+    let concurrency = match parse_attr(attr) {
+        Ok(c) => c,
+        Err(e) => return with_item(e, item),
+    };
     let block: ItemImpl = match syn::parse2(item.clone()) {
         Ok(block) => block,
         Err(_) => {
@@ -56,10 +59,38 @@ pub(crate) fn actor(attr: TokenStream, item: TokenStream) -> TokenStream {
             return with_item(error, item);
         }
     };
-    match analyze(&block) {
+    match analyze(&block, concurrency) {
         Ok(actor) => expand(&block, &actor),
         Err(e) => with_item(e, item),
     }
+}
+
+/// The attribute's one option, `max_concurrency = N`: the actor's default for how many calls
+/// it runs at once.
+fn parse_attr(attr: TokenStream) -> syn::Result<Option<Expr>> {
+    if attr.is_empty() {
+        return Ok(None);
+    }
+    let wrong = |span: &dyn quote::ToTokens| {
+        syn::Error::new_spanned(
+            span,
+            "#[starling::actor] takes one option, `max_concurrency = N` (calls run at once); \
+             set the others per actor with `Type::options().num_cpus(..).name(..).remote(..)`",
+        )
+    };
+    let parsed = syn::parse::Parser::parse2(
+        syn::punctuated::Punctuated::<MetaNameValue, syn::Token![,]>::parse_terminated,
+        attr.clone(),
+    )
+    .map_err(|_| wrong(&attr))?;
+    let mut found = None;
+    for option in parsed {
+        if !option.path.is_ident("max_concurrency") || found.is_some() {
+            return Err(wrong(&option));
+        }
+        found = Some(option.value);
+    }
+    Ok(found)
 }
 
 struct ActorImpl {
@@ -71,9 +102,20 @@ struct ActorImpl {
     methods: Vec<RemoteFn>,
     /// Whether a method is `async` (then every method takes `&self`).
     is_async: bool,
+    /// `#[starling::actor(max_concurrency = N)]`: the default of how many calls run at once.
+    /// On a sync actor it makes a threaded actor (every method takes `&self`).
+    concurrency: Option<Expr>,
 }
 
-fn analyze(block: &ItemImpl) -> syn::Result<ActorImpl> {
+impl ActorImpl {
+    /// Whether its calls may run at once (async or threaded): its state is an `Arc` shared by
+    /// them, and every method takes `&self`.
+    fn shares_state(&self) -> bool {
+        self.is_async || self.concurrency.is_some()
+    }
+}
+
+fn analyze(block: &ItemImpl, concurrency: Option<Expr>) -> syn::Result<ActorImpl> {
     if let Some((_, path, _)) = &block.trait_ {
         return Err(syn::Error::new_spanned(
             path,
@@ -135,6 +177,15 @@ fn analyze(block: &ItemImpl) -> syn::Result<ActorImpl> {
                     ));
                     continue;
                 }
+                if concurrency.is_some() && r.mutability.is_some() {
+                    push(syn::Error::new_spanned(
+                        r,
+                        "a threaded actor (`max_concurrency`) runs its calls at once on several \
+                         threads, so every method takes `&self`: keep mutable state in a \
+                         `Mutex` or atomics",
+                    ));
+                    continue;
+                }
                 match signature::analyze(&without_receiver(f)) {
                     Ok(m) if m.stream.is_some() => push(syn::Error::new_spanned(
                         &f.sig.output,
@@ -167,6 +218,7 @@ fn analyze(block: &ItemImpl) -> syn::Result<ActorImpl> {
         ctor_fallible,
         methods,
         is_async,
+        concurrency,
     })
 }
 
@@ -280,7 +332,7 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
         );
         let full_name = quote!(::core::concat!(::core::module_path!(), "::", #ty_str, #registered));
         let checks = type_checks(m);
-        let make = |locals: &[Ident]| match (a.is_async, m.is_async) {
+        let make = |locals: &[Ident]| match (a.shares_state(), m.is_async) {
             // The call's future owns its share of the state.
             (_, true) => quote! {{
                 let #this = ::starling::__private::shared_actor_state::<#ty>()?;
@@ -296,7 +348,9 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
             },
         };
         entries.push(invoker_calling(m, &args, &checks, None, &entry, &make));
-        let call = if m.is_async {
+        // An async method's calls, and a threaded actor's, may run beside others in flight.
+        let concurrent = m.is_async || (!a.is_async && a.concurrency.is_some());
+        let call = if concurrent {
             quote!(call_actor_concurrent)
         } else {
             quote!(call_actor)
@@ -328,16 +382,32 @@ fn expand(block: &ItemImpl, a: &ActorImpl) -> TokenStream {
             };
         });
     }
-    // An async actor keeps its state as an `Arc` (its calls in flight share it), and lets up
-    // to `max_concurrency` calls in at once.
-    let (stored, store_value, new_options, concurrency_method) = if a.is_async {
+    // An async or threaded actor keeps its state as an `Arc` (its calls in flight share it),
+    // and lets up to `max_concurrency` calls in at once.
+    let (stored, store_value, new_options, concurrency_method) = if a.shares_state() {
+        let (default, doc) = match (&a.concurrency, a.is_async) {
+            (Some(n), true) => (
+                quote!(#n),
+                " How many of its calls may be in flight at once, interleaved at their \
+                 `.await`s (1: one at a time).",
+            ),
+            (None, _) => (
+                quote!(1000),
+                " How many of its calls may be in flight at once, interleaved at their \
+                 `.await`s (default 1,000, as Ray's async actors; 1: one at a time).",
+            ),
+            (Some(n), false) => (
+                quote!(#n),
+                " How many of its calls may run at once, each on a thread of its own (1: one \
+                 at a time, in the order submitted).",
+            ),
+        };
         (
             quote!(::std::sync::Arc<#ty>),
             quote!(::std::sync::Arc::new(#value)),
-            quote!(::starling::ActorOptions::new(<#ty as ::starling::Actor>::CLASS).max_concurrency(1000)),
+            quote!(::starling::ActorOptions::new(<#ty as ::starling::Actor>::CLASS).max_concurrency(#default)),
             quote! {
-                /// How many of its calls may be in flight at once, interleaved at their
-                /// `.await`s (default 1,000, as Ray's async actors; 1: one at a time).
+                #[doc = #doc]
                 pub fn max_concurrency(self, n: u32) -> Self { Self(self.0.max_concurrency(n)) }
             },
         )

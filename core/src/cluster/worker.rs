@@ -435,6 +435,10 @@ impl Pool {
                 self.start_concurrent(owner, worker, run, entry, &lane);
                 continue;
             }
+            if run.spec.max_concurrency > 1 {
+                self.start_threaded(owner, worker, run);
+                continue;
+            }
             let short = self.is_short(&run);
             if !short || UNREPORTED.with(|u| u.borrow().due()) {
                 self.report();
@@ -589,7 +593,8 @@ pub(crate) fn run_arrived() {
 }
 
 thread_local! {
-    /// Whether this thread is driving async tasks run together (outside the gate).
+    /// Whether this thread runs tasks outside the gate: it drives async tasks run together, or
+    /// runs a call of a threaded actor.
     static IN_LANE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -903,6 +908,28 @@ impl Pool {
                 self.ended(&spec, done, holds);
             }
         }
+    }
+
+    /// Starts `run`, a call of a threaded actor (a sync method that may run beside the actor's
+    /// other calls in flight), on a thread of its own outside the gate; it reports itself when
+    /// it ends.
+    fn start_threaded(
+        self: &Arc<Self>,
+        owner: usize,
+        worker: starling_proto::WorkerId,
+        run: RunTask,
+    ) {
+        let pool = self.clone();
+        crate::runtime::threads::run(move || {
+            IN_LANE.with(|l| l.set(true));
+            let spec = run.spec;
+            pool.started(spec.id.0);
+            let mut holds = TaskHolds::default();
+            // Calls run together hold no GPUs (the scheduler runs those alone).
+            let done = pool.run_spec(owner, worker, &spec, Vec::new(), &run.args, &mut holds);
+            pool.ended(&spec, done, holds);
+            IN_LANE.with(|l| l.set(false));
+        });
     }
 
     /// A task run beside others ended: its report goes out at once (such tasks wait on I/O,

@@ -200,6 +200,18 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
                 }
                 continue;
             }
+            if task.max_concurrency > 1 {
+                // A call of a threaded actor: on a thread of its own, beside the actor's
+                // other calls in flight (the scheduler lets in up to its `max_concurrency`).
+                let (engine, slot) = (engine.clone(), slot.clone());
+                super::threads::run(move || {
+                    super::set_thread_runtime(Some(Runtime::from_engine(engine.clone())));
+                    let (outcome, nested) = run(&engine, &slot, &task, Vec::new());
+                    report(&engine, &slot, &task, outcome, nested);
+                    super::set_thread_runtime(None);
+                });
+                continue;
+            }
             let (outcome, nested) = run(&engine, &slot, &task, gpu_ids);
             report(&engine, &slot, &task, outcome, nested);
             if slot.retired.load(Ordering::SeqCst) {

@@ -9,6 +9,7 @@
 mod engine;
 pub(crate) mod exec;
 pub(crate) mod lane;
+pub(crate) mod threads;
 pub(crate) mod wait;
 
 use std::cell::RefCell;
@@ -567,11 +568,14 @@ pub(crate) fn prepare_call(
         returns: o.returns,
         streaming: o.streaming,
         backpressure: if o.streaming { o.backpressure } else { 0 },
-        // Only tasks of async functions interleave. A streaming task's producer may pause for
-        // its caller, which would hold up the tasks interleaved with it: streams run alone.
+        // Only tasks of async functions interleave, and calls of an actor that runs several
+        // at once (async, or threaded: `call_concurrent`). A streaming task's producer may
+        // pause for its caller, which would hold up the tasks interleaved with it: streams run
+        // alone.
         max_concurrency: if o.max_concurrency > 1
             && !o.streaming
-            && registry.async_entry(function).is_some()
+            && (registry.async_entry(function).is_some()
+                || matches!(o.actor, starling_proto::ActorRole::Call(_)))
         {
             o.max_concurrency
         } else {

@@ -42,4 +42,24 @@ impl BadCtor {
     }
 }
 
+pub struct Threaded;
+
+#[starling::actor(max_concurrency = 4)]
+impl Threaded {
+    fn new() -> Self {
+        Threaded
+    }
+
+    fn bump(&mut self) {}
+}
+
+pub struct Unknown;
+
+#[starling::actor(max_restarts = 4)]
+impl Unknown {
+    fn new() -> Self {
+        Unknown
+    }
+}
+
 fn main() {}

@@ -65,6 +65,22 @@ impl Waiter {
     }
 }
 
+/// A threaded actor: `&self` methods run at once on threads of their own.
+pub struct Pool {
+    served: std::sync::atomic::AtomicU64,
+}
+
+#[starling::actor(max_concurrency = 4)]
+impl Pool {
+    fn new() -> Self {
+        Pool { served: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    fn serve(&self) -> u64 {
+        self.served.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    }
+}
+
 #[starling::remote]
 fn use_handle(c: CounterHandle) -> u64 {
     starling::get(&c.get()).unwrap()
@@ -92,6 +108,8 @@ fn calls() {
     let _: ObjectRef<u64> = w.wait(3);
     let _: ObjectRef<u64> = w.fallible(true);
     let _: ObjectRef<u64> = w.seen();
+    let p = Pool::options().max_concurrency(16).remote();
+    let _: ObjectRef<u64> = p.serve();
 }
 
 fn main() {}
