@@ -12,6 +12,8 @@
 //! - `job_ending`: a job payload that ends (exit, panic, a killed task) while its tasks run.
 //! - `gbdt`: gradient-boosted trees on CSV files with `starling-ml` (also a job payload).
 //! - `task_api`: Ray's task API semantics (`wait`, ...), checked in whichever mode it runs.
+//! - `state_api`: the state API's task records, summary and timeline, checked against what it
+//!   submitted, in whichever mode it runs.
 
 use anyhow::Context;
 

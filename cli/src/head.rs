@@ -60,6 +60,11 @@ pub struct HeadArgs {
     /// driver that submits more waits for room; worker processes' nested tasks never wait.
     #[arg(long, value_name = "N", default_value_t = starling_head::DEFAULT_MAX_LIVE_TASKS)]
     max_live_tasks: usize,
+    /// Memory for task events (one record per task attempt, read by `starling list tasks`,
+    /// `summary` and `timeline`); past it the oldest are dropped. 0 keeps none. Accepts K, M,
+    /// G suffixes.
+    #[arg(long, value_name = "BYTES", value_parser = crate::parse::bytes, default_value = "64M")]
+    task_events: u64,
 }
 
 fn parse_heartbeat_timeout(s: &str) -> Result<Duration, String> {
@@ -73,7 +78,7 @@ fn parse_heartbeat_timeout(s: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: HeadArgs) -> Result<()> {
-    let (data_dir, scratch) = match args.data_dir {
+    let (data_dir, scratch) = match args.data_dir.clone() {
         Some(dir) => (dir, false),
         None => {
             let root = starling_proto::dirs::runtime_root();
@@ -103,12 +108,8 @@ pub fn run(args: HeadArgs) -> Result<()> {
         .map(PathBuf::from)
         .or_else(|| args.tls_cert.clone());
     let outcome = rt.block_on(serve(
-        SocketAddr::new(args.bind, args.port),
+        &args,
         data_dir.clone(),
-        args.heartbeat_timeout,
-        args.start_grace,
-        args.value_budget,
-        args.max_live_tasks,
         tls.map(|t| {
             let cert = (
                 args.tls_cert.clone().unwrap_or_default(),
@@ -124,19 +125,17 @@ pub fn run(args: HeadArgs) -> Result<()> {
 }
 
 async fn serve(
-    bind: SocketAddr,
+    args: &HeadArgs,
     data_dir: PathBuf,
-    heartbeat_timeout: Duration,
-    start_grace: Duration,
-    value_budget: u64,
-    max_live_tasks: usize,
     tls: Option<(ServerTls, Option<PathBuf>, (PathBuf, PathBuf))>,
 ) -> Result<()> {
+    let bind = SocketAddr::new(args.bind, args.port);
     let mut config = HeadConfig::new(bind, data_dir.clone());
-    config.value_budget = value_budget;
-    config.max_live_tasks = max_live_tasks;
-    config.heartbeat_timeout = heartbeat_timeout;
-    config.start_grace = start_grace;
+    config.value_budget = args.value_budget;
+    config.max_live_tasks = args.max_live_tasks;
+    config.task_events_bytes = args.task_events as usize;
+    config.heartbeat_timeout = args.heartbeat_timeout;
+    config.start_grace = args.start_grace;
     let token = Token::load_or_create(&data_dir).context("cannot set up the cluster token")?;
     let token_path = data_dir.join(TOKEN_FILE);
     config.token = Some(token.clone());

@@ -16,6 +16,7 @@ mod auth;
 mod head;
 mod job;
 mod parse;
+mod state;
 mod status;
 mod worker;
 
@@ -53,6 +54,16 @@ enum Command {
     Job(job::JobArgs),
     /// Create, list, describe and delete compute pools.
     Pool(job::PoolArgs),
+    /// List tasks (one row per attempt), actors, nodes, jobs or pools, with filters.
+    List(state::ListArgs),
+    /// Count tasks by function and state, or actors by class and state.
+    Summary(state::SummaryArgs),
+    /// Show one task (every attempt, with times, node, worker, error and backtrace), actor or
+    /// node.
+    Get(state::GetArgs),
+    /// Write the tasks that ran as a Chrome trace (chrome://tracing, Perfetto): one row per
+    /// worker process, one slice per task.
+    Timeline(state::TimelineArgs),
     /// Start an in-process runtime, report its node and resources, and shut it down.
     Info {
         /// Executor threads (default: one per core).
@@ -68,6 +79,10 @@ fn main() -> ExitCode {
         Command::Status(args) => status::run(args),
         Command::Job(args) => job::run(args),
         Command::Pool(args) => job::run_pool(args),
+        Command::List(args) => state::list(args),
+        Command::Summary(args) => state::summary(args),
+        Command::Get(args) => state::get(args),
+        Command::Timeline(args) => state::timeline(args),
         Command::Info { threads } => info(threads),
     };
     match outcome {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use starling_proto::rpc::head_client::HeadClient;
-use starling_proto::security::Credentials;
+use starling_proto::security::{AuthChannel, Credentials};
 use starling_proto::status::{StatusReply, StatusRequest};
 use starling_proto::ResourceSet;
 
@@ -41,6 +41,25 @@ pub fn run(args: StatusArgs) -> Result<()> {
 
 /// Calls `Status` on the head at `addr`, all within `timeout`.
 pub async fn fetch(addr: &str, creds: &Credentials, timeout: Duration) -> Result<StatusReply> {
+    call(addr, creds, timeout, "status", |mut head| async move {
+        head.status(StatusRequest::default()).await
+    })
+    .await
+}
+
+/// Connects to the head at `addr` and makes one call (`what`, for errors) with `f`, all within
+/// `timeout`.
+pub async fn call<T, F, Fut>(
+    addr: &str,
+    creds: &Credentials,
+    timeout: Duration,
+    what: &str,
+    f: F,
+) -> Result<T>
+where
+    F: FnOnce(HeadClient<AuthChannel>) -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
     let endpoint = creds
         .endpoint(addr)
         .map_err(|e| anyhow!("{}", root(&e)))?
@@ -52,8 +71,7 @@ pub async fn fetch(addr: &str, creds: &Credentials, timeout: Duration) -> Result
             .connect()
             .await
             .map_err(|e| unreachable(root(&e)))?;
-        HeadClient::new(creds.intercept(channel))
-            .status(StatusRequest::default())
+        f(HeadClient::new(creds.intercept(channel)))
             .await
             .map(tonic::Response::into_inner)
             .map_err(|s| match s.code() {
@@ -62,7 +80,7 @@ pub async fn fetch(addr: &str, creds: &Credentials, timeout: Duration) -> Result
                     anyhow!("head at {addr} refused the connection: {}", s.message())
                 }
                 code => anyhow!(
-                    "head at {addr} refused the status request ({code:?}): {}",
+                    "head at {addr} refused the {what} request ({code:?}): {}",
                     s.message()
                 ),
             })

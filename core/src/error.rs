@@ -173,6 +173,9 @@ pub enum Error {
     #[error("object {0} belongs to another Starling runtime")]
     ForeignObject(ObjectId),
     /// The runtime was shut down.
+    /// A request the API cannot make sense of (a malformed filter, an unknown field).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     #[error("the Starling runtime is shut down")]
     ShutDown,
     /// The runtime could not start.

@@ -146,6 +146,7 @@ mod object_ref;
 mod options;
 mod registry;
 mod runtime;
+pub mod state;
 mod stream;
 
 #[doc(hidden)]

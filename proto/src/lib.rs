@@ -1,5 +1,6 @@
 //! Starling's wire vocabulary: ids, resource sets, task specs and failures, and the protocols
-//! of the cluster ([`session`], [`node`], [`status`], [`chunks`], [`jobs`]).
+//! of the cluster ([`session`], [`node`], [`status`], [`chunks`], [`jobs`]), and the state API's
+//! records ([`state`]).
 //!
 //! This is the only crate that knows protobuf. The generated messages live in a private module;
 //! every other crate works with the hand-written domain types of this crate, and the gRPC stubs
@@ -20,6 +21,7 @@ mod resources;
 pub mod rpc;
 pub mod security;
 pub mod session;
+pub mod state;
 pub mod status;
 pub mod store_file;
 mod task;

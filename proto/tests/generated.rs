@@ -131,6 +131,13 @@ const HEAD: &[(&str, &str, &str, &str, &str)] = &[
         "rpc::Empty",
         "-",
     ),
+    (
+        "list_tasks",
+        "ListTasks",
+        "state::TaskQuery",
+        "state::TaskList",
+        "-",
+    ),
 ];
 
 const OBJECT_SERVICE: &[(&str, &str, &str, &str, &str)] = &[(

@@ -273,6 +273,15 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
             return;
         }
         a.calls.pop_front();
+        // A sync actor runs its calls one at a time: a call behind another runs once that
+        // one ends (see `reactor::started_next`).
+        if a.running == 0 || a.options.max_concurrency > 0 {
+            core.events
+                .running(entry.spec.job, entry.event, node, worker);
+        } else {
+            core.events
+                .assigned(entry.spec.job, entry.event, node, worker);
+        }
         a.running += 1;
         entry.state = TaskState::Running { node, worker };
         core.workers
@@ -511,8 +520,11 @@ pub(crate) fn on_worker_lost(
             Some(e) if e.spec.attempt < retries => {
                 let mut next = (*e.spec).clone();
                 next.attempt += 1;
-                e.spec = Arc::new(next);
+                let exit = format!("the actor's worker process died ({exit}) during the call");
+                crate::reactor::retried(core, *task, next, FailureKind::WorkerDied { exit });
+                let e = core.tasks.get_mut(task).expect("present");
                 e.state = TaskState::Queued;
+                core.events.ready(e.spec.job, e.event);
                 again.push(*task);
             }
             Some(_) => failed.push(*task),

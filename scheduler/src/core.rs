@@ -47,6 +47,9 @@ pub(crate) struct TaskEntry {
     pub spec: Arc<TaskSpec>,
     pub state: TaskState,
     pub class: u32,
+    /// The number of its current attempt's record in its job's ring of task events
+    /// ([`crate::events`]).
+    pub event: u64,
 }
 
 /// Public information about a node.
@@ -284,6 +287,9 @@ pub struct Core {
     /// Actors that may have calls to hand their worker (see [`crate::actors::dispatch`]).
     pub(crate) actors_to_dispatch: Vec<TaskId>,
     pub(crate) stats: CoreStats,
+    /// The latest attempts of tasks, for the state API (see [`crate::events`]).
+    pub(crate) events: crate::events::TaskEvents,
+    clock: Option<crate::events::Clock>,
 }
 
 impl Core {
@@ -317,6 +323,27 @@ impl Core {
     /// environment, no worker could ever be started with them.
     pub fn refuse_task_envs(&mut self, why: &'static str) {
         self.envs_refused = Some(why);
+    }
+
+    /// Bounds the task event store to `bytes` (0: keeps none); records beyond it are dropped,
+    /// oldest first. Set before any task is submitted.
+    pub fn set_task_events_cap(&mut self, bytes: usize) {
+        self.events = crate::events::TaskEvents::with_cap(bytes);
+        if let Some(clock) = self.clock {
+            self.events.set_clock(clock);
+        }
+    }
+
+    /// The clock task events are stamped with (microseconds since the Unix epoch): the state
+    /// machine reads none of its own. Without one, times stay unset.
+    pub fn set_clock(&mut self, clock: crate::events::Clock) {
+        self.clock = Some(clock);
+        self.events.set_clock(clock);
+    }
+
+    /// The task event store: every attempt of the latest tasks.
+    pub fn task_events(&self) -> &crate::events::TaskEvents {
+        &self.events
     }
 
     /// Counters.

@@ -16,6 +16,7 @@
 
 pub mod actors;
 mod core;
+pub mod events;
 mod gpus;
 mod hash;
 pub mod jobs;

@@ -213,6 +213,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
             attempt: spec.attempt,
             kind,
         });
+        core.events.failed_at_submit(&spec, &failure);
         for ret in spec.return_objects() {
             settle_failure(core, t, ret, failure.clone());
         }
@@ -272,7 +273,16 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
     if let Some(parent) = spec.parent.filter(|p| core.tasks.contains_key(p)) {
         core.children.entry(parent).or_default().push(id);
     }
-    core.tasks.insert(id, TaskEntry { spec, state, class });
+    let event = core.events.open(&spec, missing == 0);
+    core.tasks.insert(
+        id,
+        TaskEntry {
+            spec,
+            state,
+            class,
+            event,
+        },
+    );
     core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
     if missing > 0 && pipeline_behind_producer(core, t, id) {
         pipeline_dependents(core, t, id);
@@ -383,6 +393,9 @@ fn hand_to_busy_worker(core: &mut Core, t: &mut impl Transport, worker: WorkerId
     let node = node.id;
     let entry = core.tasks.get_mut(&task).expect("live");
     entry.state = TaskState::Running { node, worker };
+    // It runs once the tasks before it on the worker ended (see `started_next`).
+    core.events
+        .assigned(entry.spec.job, entry.event, node, worker);
     t.dispatch(node, worker, &entry.spec, &gpu_ids);
 }
 
@@ -424,8 +437,10 @@ fn requeue(core: &mut Core, t: &mut impl Transport, task: TaskId) {
     let entry = core.tasks.get_mut(&task).expect("checked above");
     if missing > 0 {
         entry.state = TaskState::WaitingForDependencies(missing);
+        core.events.waiting(entry.spec.job, entry.event);
     } else {
         entry.state = TaskState::Queued;
+        core.events.ready(entry.spec.job, entry.event);
         core.classes[class].queue.push_back(task);
     }
 }
@@ -531,6 +546,33 @@ pub fn on_task_done(
     task: TaskId,
     outcome: TaskOutcome,
 ) {
+    task_done(core, t, worker, task, outcome);
+    started_next(core, worker);
+}
+
+/// The task a worker that runs its tasks one at a time holds first now runs (the one before it
+/// ended): its record says so. Called after the ended task's outcome was handled, so a task
+/// that failed with it (its argument) is not counted as run.
+fn started_next(core: &mut Core, worker: WorkerId) {
+    let Some(w) = core.workers.get(&worker) else {
+        return;
+    };
+    let Some(next) = w.tasks.front() else {
+        return;
+    };
+    let node = core.nodes[w.node].id;
+    if let Some(e) = core.tasks.get(next) {
+        core.events.started(e.spec.job, e.event, node, worker);
+    }
+}
+
+fn task_done(
+    core: &mut Core,
+    t: &mut impl Transport,
+    worker: WorkerId,
+    task: TaskId,
+    outcome: TaskOutcome,
+) {
     let Some(w) = core.workers.get_mut(&worker) else {
         return;
     };
@@ -590,8 +632,7 @@ pub fn on_task_done(
         TaskOutcome::Stored { size } => finish(core, t, task, &spec, last, node_id, &[size]),
         TaskOutcome::Returns(sizes) => finish(core, t, task, &spec, last, node_id, &sizes),
         TaskOutcome::Failed(err) if spec.retries_error(&err) && spec.attempt < spec.max_retries => {
-            let _ = err;
-            let class = next_attempt(core, task, &spec);
+            let class = next_attempt(core, task, &spec, FailureKind::Application(err));
             core.classes[class].queue.push_back(task);
         }
         TaskOutcome::Failed(err) => fail_task(core, t, task, FailureKind::Application(err)),
@@ -603,7 +644,7 @@ pub fn on_task_done(
             core.stats.retried += 1;
             let mut next = (*spec).clone();
             next.attempt += 1;
-            core.tasks.get_mut(&task).expect("present").spec = Arc::new(next);
+            retried(core, task, next, FailureKind::BadArgument(err));
             for dep in spec.dependencies() {
                 if core.objects.get(&dep).map(|o| &o.state) == Some(&ObjectState::Released) {
                     rebuild(core, t, dep);
@@ -659,7 +700,9 @@ fn on_actor_task_done(
             Ok(sizes) if sizes.len() == spec.return_count() as usize => {
                 // The actor holds its creation task's arguments for its restarts: they are let
                 // go when it dies, not now.
-                core.tasks.remove(&task);
+                if let Some(entry) = core.tasks.remove(&task) {
+                    core.events.finished(spec.job, entry.event);
+                }
                 core.children.remove(&task);
                 core.stats.succeeded += 1;
                 for (ret, size) in spec.return_objects().zip(&sizes) {
@@ -693,7 +736,7 @@ fn on_actor_task_done(
         Err(FailureKind::Application(err))
             if spec.retries_error(&err) && spec.attempt < spec.max_retries =>
         {
-            next_attempt(core, task, &spec);
+            next_attempt(core, task, &spec, FailureKind::Application(err));
             actors::retry_call(core, actor, task);
         }
         Err(kind) => {
@@ -703,16 +746,32 @@ fn on_actor_task_done(
     }
 }
 
-/// `task` (of `spec`, live) failed with an error it retries: its next attempt is ready to go.
-/// Returns its class.
-fn next_attempt(core: &mut Core, task: TaskId, spec: &TaskSpec) -> usize {
+/// `task` (of `spec`, live) failed with `kind`, an error it retries: its next attempt is ready
+/// to go. Returns its class.
+fn next_attempt(core: &mut Core, task: TaskId, spec: &TaskSpec, kind: FailureKind) -> usize {
     core.stats.retried += 1;
     let mut next = spec.clone();
     next.attempt += 1;
+    retried(core, task, next, kind);
     let e = core.tasks.get_mut(&task).expect("present");
-    e.spec = Arc::new(next);
     e.state = TaskState::Queued;
+    core.events.ready(e.spec.job, e.event);
     e.class as usize
+}
+
+/// The attempt of live `task` now running failed with `kind` and `next` is its next attempt:
+/// the failed attempt's record says why, and the next gets a record of its own (pending its
+/// arguments until it is queued).
+pub(crate) fn retried(core: &mut Core, task: TaskId, next: TaskSpec, kind: FailureKind) {
+    let e = core.tasks.get_mut(&task).expect("present");
+    let failure = Arc::new(TaskFailure {
+        task,
+        attempt: e.spec.attempt,
+        kind,
+    });
+    core.events.failed(e.spec.job, e.event, &failure);
+    e.event = core.events.open(&next, false);
+    e.spec = Arc::new(next);
 }
 
 /// An actor's creation task runs again (a restart): queued (or waiting for its arguments)
@@ -720,12 +779,14 @@ fn next_attempt(core: &mut Core, task: TaskId, spec: &TaskSpec) -> usize {
 pub(crate) fn rerun_creation(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec>) {
     let id = spec.id;
     let class = core.class_of(&spec);
+    let event = core.events.open(&spec, false);
     core.tasks.insert(
         id,
         TaskEntry {
             spec,
             state: TaskState::Queued,
             class,
+            event,
         },
     );
     requeue(core, t, id);
@@ -755,7 +816,9 @@ fn finish(
         fail_task(core, t, task, FailureKind::Application(e));
         return;
     }
-    core.tasks.remove(&task);
+    if let Some(entry) = core.tasks.remove(&task) {
+        core.events.finished(spec.job, entry.event);
+    }
     core.children.remove(&task);
     core.stats.succeeded += 1;
     for (ret, size) in spec.return_objects().zip(sizes) {
@@ -796,6 +859,7 @@ fn settle_value(
                 *n -= 1;
                 if *n == 0 {
                     e.state = TaskState::Queued;
+                    core.events.ready(e.spec.job, e.event);
                     core.classes[e.class as usize].queue.push_back(d);
                 }
             }
@@ -827,7 +891,8 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
             core.stats.retried += 1;
             let mut next = (*entry.spec).clone();
             next.attempt += 1;
-            entry.spec = Arc::new(next);
+            let exit = exit.to_string();
+            retried(core, task, next, FailureKind::WorkerDied { exit });
             requeue(core, t, task);
         } else {
             let exit = exit.to_string();
@@ -1128,6 +1193,8 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
         node: node.id,
         worker,
     };
+    core.events
+        .running(entry.spec.job, entry.event, node.id, worker);
     let w = core
         .workers
         .get_mut(&worker)
@@ -1208,6 +1275,8 @@ fn join_concurrent(core: &mut Core, t: &mut impl Transport, class: usize, task: 
         node: node.id,
         worker,
     };
+    core.events
+        .running(entry.spec.job, entry.event, node.id, worker);
     t.dispatch(node.id, worker, &entry.spec, &[]);
     true
 }
@@ -1401,6 +1470,7 @@ pub(crate) fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, k
         attempt: entry.spec.attempt,
         kind,
     });
+    core.events.failed(entry.spec.job, entry.event, &failure);
     if !matches!(failure.kind, FailureKind::Cancelled) {
         t.task_failed(entry.spec.job, &failure);
     }
@@ -1441,6 +1511,7 @@ fn settle_failure(
                     attempt: entry.spec.attempt,
                     kind: FailureKind::Upstream(failure.clone()),
                 });
+                core.events.failed(entry.spec.job, entry.event, &f);
                 release_arguments(core, t, &entry.spec);
                 for ret in entry.spec.return_objects() {
                     work.push((ret, f.clone()));
@@ -1643,6 +1714,7 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
                 attempt: spec.attempt,
                 kind,
             });
+            core.events.failed_at_submit(&spec, &failure);
             settle_failure(core, t, object, failure);
             continue;
         }
@@ -1675,7 +1747,16 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
         } else {
             TaskState::WaitingForDependencies(missing)
         };
-        core.tasks.insert(task, TaskEntry { spec, state, class });
+        let event = core.events.open(&spec, missing == 0);
+        core.tasks.insert(
+            task,
+            TaskEntry {
+                spec,
+                state,
+                class,
+                event,
+            },
+        );
         core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
     }
 }

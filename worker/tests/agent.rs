@@ -80,6 +80,12 @@ impl head_server::Head for FakeHead {
     async fn delete_pool(&self, _: Request<PoolRef>) -> Result<Response<Empty>, Status> {
         Err(Status::unimplemented("fake head"))
     }
+    async fn list_tasks(
+        &self,
+        _: Request<starling_proto::state::TaskQuery>,
+    ) -> Result<Response<starling_proto::state::TaskList>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
 
     type SessionStream = BoxStream<HeadBatch>;
     type AttachStream = BoxStream<HeadToNodeBatch>;

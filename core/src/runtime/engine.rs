@@ -201,6 +201,7 @@ impl Engine {
             )));
         }
         let mut core = Core::new();
+        core.set_clock(starling_proto::state::now_us);
         core.refuse_task_envs(
             "env_vars need a worker process of their own, and the in-process runtime runs every \
              task on threads of this one process, in its environment: use the local cluster \
@@ -542,6 +543,15 @@ impl Engine {
         self.pump();
         let g = self.sched.lock();
         g.core.actors().into_iter().map(Into::into).collect()
+    }
+
+    /// The task records `q` asks for, after handling every queued event.
+    pub fn list_tasks(
+        &self,
+        q: &starling_proto::state::TaskQuery,
+    ) -> starling_proto::state::TaskList {
+        self.pump();
+        self.sched.lock().core.task_events().query(q)
     }
 
     /// The live actor named `name`, after handling every queued event (a creation this thread

@@ -345,6 +345,17 @@ impl Runtime {
         Ok(listed.into_iter().map(Into::into).collect())
     }
 
+    /// The task records `q` asks for (see [`crate::state`]).
+    pub(crate) fn list_tasks(
+        &self,
+        q: starling_proto::state::TaskQuery,
+    ) -> Result<starling_proto::state::TaskList> {
+        match &self.backend {
+            Backend::InProcess(e) => Ok(e.list_tasks(&q)),
+            Backend::Cluster(c) => c.list_tasks(q),
+        }
+    }
+
     /// The live actor named `name`, if any.
     pub(crate) fn actor_named(&self, name: &str) -> Result<Option<TaskId>> {
         match &self.backend {

@@ -1011,3 +1011,87 @@ pub struct PoolList {
 }
 #[derive(Clone, Copy, PartialEq, ::prost::Message)]
 pub struct Empty {}
+/// One condition on a task record's field: `key=value` or `key!=value`.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TaskFilter {
+    #[prost(string, tag = "1")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(bool, tag = "2")]
+    pub equal: bool,
+    #[prost(string, tag = "3")]
+    pub value: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TaskQuery {
+    /// Only this job's records (0: every job's; a job's own credential gets its job's only).
+    #[prost(uint64, tag = "1")]
+    pub job: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub filters: ::prost::alloc::vec::Vec<TaskFilter>,
+    /// At most this many records, the newest (0: all).
+    #[prost(uint32, tag = "3")]
+    pub limit: u32,
+    /// Counts by function and state instead of records.
+    #[prost(bool, tag = "4")]
+    pub summary: bool,
+}
+/// One attempt of a task. Times in microseconds since the Unix epoch (0: not reached).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TaskEvent {
+    #[prost(uint64, tag = "1")]
+    pub task: u64,
+    #[prost(uint32, tag = "2")]
+    pub attempt: u32,
+    #[prost(uint64, tag = "3")]
+    pub job: u64,
+    #[prost(string, tag = "4")]
+    pub name: ::prost::alloc::string::String,
+    /// 0 normal task, 1 actor creation, 2 actor call.
+    #[prost(uint32, tag = "5")]
+    pub kind: u32,
+    /// 0 PENDING_ARGS_AVAIL, 1 PENDING_NODE_ASSIGNMENT, 2 RUNNING, 3 FINISHED, 4 FAILED.
+    #[prost(uint32, tag = "6")]
+    pub state: u32,
+    #[prost(uint64, tag = "7")]
+    pub parent: u64,
+    #[prost(uint64, tag = "8")]
+    pub actor: u64,
+    #[prost(uint64, tag = "9")]
+    pub node: u64,
+    #[prost(uint64, tag = "10")]
+    pub worker: u64,
+    #[prost(uint64, tag = "11")]
+    pub submitted_us: u64,
+    #[prost(uint64, tag = "12")]
+    pub ready_us: u64,
+    #[prost(uint64, tag = "13")]
+    pub started_us: u64,
+    #[prost(uint64, tag = "14")]
+    pub ended_us: u64,
+    #[prost(string, tag = "15")]
+    pub error_type: ::prost::alloc::string::String,
+    #[prost(string, tag = "16")]
+    pub error: ::prost::alloc::string::String,
+    #[prost(string, tag = "17")]
+    pub backtrace: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TaskCount {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub state: u32,
+    #[prost(uint64, tag = "3")]
+    pub count: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TaskList {
+    #[prost(message, repeated, tag = "1")]
+    pub tasks: ::prost::alloc::vec::Vec<TaskEvent>,
+    #[prost(uint64, tag = "2")]
+    pub total: u64,
+    #[prost(uint64, tag = "3")]
+    pub dropped: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub summary: ::prost::alloc::vec::Vec<TaskCount>,
+}

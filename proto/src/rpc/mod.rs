@@ -20,6 +20,7 @@ use crate::wire::DecodeError;
 mod jobs;
 mod node;
 mod session;
+mod state;
 mod transfer;
 
 #[cfg(test)]

@@ -85,6 +85,9 @@ pub struct HeadConfig {
     /// Live tasks (queued or running) the head holds before drivers that submit more wait
     /// for room (see `head::room`; worker processes' nested submissions never wait).
     pub max_live_tasks: usize,
+    /// Bytes of task events (one record per task attempt, for the state API and the timeline)
+    /// the head keeps; past it the oldest are dropped (0: none kept).
+    pub task_events_bytes: usize,
 }
 
 /// The default [`HeadConfig::value_budget`]: 2 GiB.
@@ -111,6 +114,7 @@ impl HeadConfig {
             tls: None,
             value_budget: DEFAULT_VALUE_BUDGET,
             max_live_tasks: DEFAULT_MAX_LIVE_TASKS,
+            task_events_bytes: starling_scheduler::events::TaskEvents::DEFAULT_CAP,
         }
     }
 }
@@ -246,6 +250,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     head.room.set_limit(config.max_live_tasks);
     {
         let mut g = head.state.lock();
+        g.core.set_task_events_cap(config.task_events_bytes);
         g.jobs.head_addr = addr.to_string();
         g.jobs.start_grace = config.start_grace;
     }

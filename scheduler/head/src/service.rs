@@ -13,6 +13,7 @@ use starling_proto::node::{HeadToNodeBatch, NodeBatch, NodeOp};
 use starling_proto::rpc::{head_server, Empty};
 use starling_proto::security::Scope;
 use starling_proto::session::{ClientBatch, ClientOp, HeadBatch, Hello};
+use starling_proto::state::{TaskList, TaskQuery};
 use starling_proto::status::{
     ActorNameReply, ActorNameRequest, PendingReply, PendingRequest, StatusReply, StatusRequest,
 };
@@ -588,5 +589,27 @@ impl head_server::Head for HeadService {
             }
         }
         Ok(Response::new(Empty))
+    }
+
+    async fn list_tasks(&self, request: Request<TaskQuery>) -> Result<Response<TaskList>, Status> {
+        let scope = Scope::of(&request);
+        let mut query = request.into_inner();
+        query.check().map_err(Status::invalid_argument)?;
+        // A job's credential reads its own job's records only.
+        if let Scope::Job(job) = scope {
+            if query.job.is_some_and(|j| j != job) {
+                return Err(Status::permission_denied(format!(
+                    "a credential of job {job} cannot list the tasks of another job"
+                )));
+            }
+            query.job = Some(job);
+        }
+        let head = self.head.clone();
+        // A query walks up to the whole store: off the I/O threads.
+        let list =
+            tokio::task::spawn_blocking(move || head.state.lock().core.task_events().query(&query))
+                .await
+                .map_err(|e| Status::internal(format!("the task query failed: {e}")))?;
+        Ok(Response::new(list))
     }
 }

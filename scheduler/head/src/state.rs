@@ -576,6 +576,7 @@ impl Head {
         launcher: Option<std::sync::Arc<dyn Launcher>>,
     ) -> Self {
         let mut core = Core::new();
+        core.set_clock(starling_proto::state::now_us);
         core.set_pipeline_depth(pipeline_depth);
         // Objects on nodes can be lost with their node; lineage makes them again.
         core.set_lineage(true);

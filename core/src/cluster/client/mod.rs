@@ -30,6 +30,7 @@ use starling_proto::security::{AuthChannel, Credentials, SILENCE_LIMIT};
 use starling_proto::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, RunTask, Value, Welcome,
 };
+use starling_proto::state::{TaskList, TaskQuery};
 use starling_proto::status::{ActorNameRequest, PendingRequest, StatusReply, StatusRequest};
 use starling_proto::{
     FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId, COUNTER_MASK,
@@ -759,6 +760,11 @@ impl Client {
         )
         .ok()
         .and_then(|r| r.reason)
+    }
+
+    /// The head's task records that `q` asks for.
+    pub fn list_tasks(&self, q: TaskQuery) -> Result<TaskList> {
+        self.unary(move |mut head| async move { head.list_tasks(q).await })
     }
 
     /// One unary call to the head on a channel of its own, waited for here.

@@ -1,0 +1,159 @@
+//! The state API (Ray's `ray.util.state`): what the scheduler knows of tasks and actors, asked
+//! from a program. `starling list`, `starling summary`, `starling get` and `starling timeline`
+//! show the same records from the command line.
+//!
+//! Every attempt of a task has a record ([`TaskEvent`]): its function, state
+//! ([`TaskStatus`]: pending its arguments, pending a node, running, finished, failed), where it
+//! ran, when it reached each state, and why it failed. A retried task has one record per
+//! attempt. The scheduler keeps the latest records within a bound in bytes (the head's
+//! `--task-events`, 64 MiB by default: about half a million attempts); older ones are dropped
+//! and counted.
+//!
+//! ```no_run
+//! use starling::state::{self, ListOptions};
+//! # fn main() -> anyhow::Result<()> {
+//! let failed = state::list_tasks(&ListOptions::new().filter("state=FAILED")?.limit(100))?;
+//! for t in &failed {
+//!     println!("{} {} {}: {}", t.task, t.short_name(), t.error_type, t.error);
+//! }
+//! for c in state::summarize_tasks(&ListOptions::new())? {
+//!     println!("{:40} {:24} {}", c.name, c.state, c.count);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+pub use starling_proto::state::{
+    chrome_trace, Filter, TaskCount, TaskEvent, TaskKind, TaskQuery, TaskStatus,
+};
+
+use crate::error::{Error, Result};
+use crate::runtime::current_or_init;
+use crate::{ActorInfo, JobId, NodeInfo, TaskId};
+
+/// Which records to list: filters (all must pass), a limit, a job.
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    query: TaskQuery,
+}
+
+impl ListOptions {
+    /// Every record, of every job the caller may see.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a filter, `key=value` or `key!=value` (Ray's `("state", "=", "FAILED")`). Task
+    /// fields: `task_id`, `attempt`, `job_id`, `name`, `type`, `state`, `parent_task_id`,
+    /// `actor_id`, `node_id`, `worker_id`, `error_type`. An unknown field is an error when
+    /// the list is asked for.
+    pub fn filter(mut self, filter: &str) -> Result<Self> {
+        let f = Filter::parse(filter).map_err(Error::InvalidArgument)?;
+        self.query.filters.push(f);
+        Ok(self)
+    }
+
+    /// At most `n` records: the newest (0: all).
+    pub fn limit(mut self, n: u32) -> Self {
+        self.query.limit = n;
+        self
+    }
+
+    /// Only the records of `job`.
+    pub fn job(mut self, job: JobId) -> Self {
+        self.query.job = Some(job);
+        self
+    }
+}
+
+fn query(mut q: TaskQuery) -> Result<starling_proto::state::TaskList> {
+    q.check().map_err(Error::InvalidArgument)?;
+    let rt = current_or_init();
+    if q.summary {
+        q.limit = 0;
+    }
+    rt.list_tasks(q)
+}
+
+/// The task records that pass `options`, oldest first (Ray's `list_tasks`).
+pub fn list_tasks(options: &ListOptions) -> Result<Vec<TaskEvent>> {
+    Ok(query(options.query.clone())?.tasks)
+}
+
+/// How many task attempts of each function are in each state (Ray's `summarize_tasks`), of the
+/// records that pass `options`.
+pub fn summarize_tasks(options: &ListOptions) -> Result<Vec<TaskCount>> {
+    let mut q = options.query.clone();
+    q.summary = true;
+    Ok(query(q)?.summary)
+}
+
+/// Every recorded attempt of `task`, first attempt first (empty: none is recorded; it was
+/// never submitted, or its records were dropped).
+pub fn get_task(task: TaskId) -> Result<Vec<TaskEvent>> {
+    list_tasks(&ListOptions::new().filter(&format!("task_id={}", task.0))?)
+}
+
+/// The attempts that ran, as Chrome trace JSON (one process per node, one thread per worker,
+/// one slice per attempt): load it in chrome://tracing or Perfetto. `job`: only its tasks.
+pub fn timeline(job: Option<JobId>) -> Result<String> {
+    let mut options = ListOptions::new();
+    if let Some(job) = job {
+        options = options.job(job);
+    }
+    let events = list_tasks(&options)?;
+    Ok(chrome_trace(&events, starling_proto::state::now_us()))
+}
+
+/// The actors that pass `filters` (`key=value` / `key!=value` on `actor_id`, `class_name`,
+/// `name`, `state`, `node_id`), oldest first (Ray's `list_actors`).
+pub fn list_actors(filters: &[&str]) -> Result<Vec<ActorInfo>> {
+    let filters = filters
+        .iter()
+        .map(|f| Filter::parse(f).map_err(Error::InvalidArgument))
+        .collect::<Result<Vec<_>>>()?;
+    for f in &filters {
+        if !ACTOR_KEYS.contains(&f.key.as_str()) {
+            return Err(Error::InvalidArgument(format!(
+                "unknown actor field `{}` in filter `{f}`; known: actor_id, class_name, name, \
+                 state, node_id",
+                f.key
+            )));
+        }
+    }
+    Ok(crate::actors()?
+        .into_iter()
+        .filter(|a| {
+            filters
+                .iter()
+                .all(|f| actor_field(a, &f.key).is_some_and(|v| f.accepts(&v)))
+        })
+        .collect())
+}
+
+const ACTOR_KEYS: &[&str] = &[
+    "actor_id",
+    "id",
+    "class_name",
+    "class",
+    "name",
+    "state",
+    "node_id",
+    "node",
+];
+
+fn actor_field(a: &ActorInfo, key: &str) -> Option<String> {
+    Some(match key {
+        "actor_id" | "id" => a.id.0.to_string(),
+        "class_name" | "class" => a.class_name.clone(),
+        "name" => a.name.clone(),
+        "state" => a.state.clone(),
+        "node_id" | "node" => a.node.map(|n| n.0.to_string()).unwrap_or_default(),
+        _ => return None,
+    })
+}
+
+/// The nodes (Ray's `list_nodes`): as [`crate::nodes`].
+pub fn list_nodes() -> Result<Vec<NodeInfo>> {
+    crate::nodes()
+}

@@ -1,0 +1,279 @@
+//! The state API (`starling::state`): task records listed, filtered, counted and drawn as a
+//! timeline, checked against what this program submitted.
+//!
+//! `cargo run --example state_api` runs it on a local cluster; `-- --in-process` on the
+//! in-process runtime; with `STARLING_HEAD` set, on that cluster. It submits 20 tasks that
+//! finish, 3 that panic, 2 that fail once and succeed when retried, 1 whose argument failed,
+//! and an actor with 5 calls, then checks, printing `name=ok` for each: the records of each
+//! function (how many, their states, attempts, errors, where they ran and when), filters, a
+//! summary, one task's attempts, the actor's records, and the timeline (Chrome trace JSON with
+//! one slice per attempt that ran). It prints `trace_slices=N` and the ids it made
+//! (`sq_task=T..`) for a test to compare with the command line's view.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context};
+use starling::state::{self, ListOptions, TaskKind, TaskStatus};
+use starling::ObjectRef;
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[starling::remote]
+fn sq(x: u64) -> u64 {
+    x * x
+}
+
+#[starling::remote]
+fn boom(x: u64) -> u64 {
+    panic!("boom {x}");
+}
+
+/// Fails its first run (marked by a file in `dir`), succeeds on the next.
+#[starling::remote]
+fn flaky(dir: PathBuf, name: String) -> Result<u64, std::io::Error> {
+    let mark = dir.join(name);
+    if !mark.exists() {
+        std::fs::write(&mark, b"ran")?;
+        return Err(std::io::Error::other("first run fails"));
+    }
+    Ok(1)
+}
+
+#[starling::remote]
+fn after_boom(x: u64) -> u64 {
+    x + 1
+}
+
+pub struct Tally {
+    n: u64,
+}
+
+#[starling::actor]
+impl Tally {
+    fn new() -> Self {
+        Tally { n: 0 }
+    }
+
+    fn add(&mut self, by: u64) -> u64 {
+        self.n += by;
+        self.n
+    }
+}
+
+fn scratch() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("starling-state-api-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// The records of function `name` (of this example), with more filters.
+fn of(name: &str, more: &[&str]) -> anyhow::Result<Vec<state::TaskEvent>> {
+    let mut o = ListOptions::new().filter(&format!("name=state_api::{name}"))?;
+    for f in more {
+        o = o.filter(f)?;
+    }
+    Ok(state::list_tasks(&o)?)
+}
+
+fn run(dir: &Path) -> anyhow::Result<()> {
+    // 20 that finish, 3 that panic, 2 that fail once, 1 downstream of a panic, an actor.
+    let squares: Vec<ObjectRef<u64>> = (0..20).map(sq::remote).collect();
+    let booms: Vec<ObjectRef<u64>> = (0..3).map(boom::remote).collect();
+    let flakies: Vec<ObjectRef<u64>> = (0..2)
+        .map(|i| {
+            flaky::options()
+                .max_retries(1)
+                .retry_exceptions(true)
+                .remote(dir.to_path_buf(), format!("flaky-{i}"))
+        })
+        .collect();
+    let downstream = after_boom::remote(&booms[0]);
+    let tally = Tally::remote();
+    let adds: Vec<ObjectRef<u64>> = (1..=5).map(|i| tally.add(i)).collect();
+
+    ensure!(
+        starling::get_all_timeout(&squares, LONG)?
+            .iter()
+            .sum::<u64>()
+            == 2470
+    );
+    for b in &booms {
+        ensure!(starling::get_timeout(b, LONG).is_err(), "boom must fail");
+    }
+    ensure!(starling::get_all_timeout(&flakies, LONG)? == vec![1, 1]);
+    ensure!(starling::get_timeout(&downstream, LONG).is_err());
+    ensure!(starling::get_all_timeout(&adds, LONG)? == vec![1, 3, 6, 10, 15]);
+
+    // Every attempt of each function, in its final state.
+    let done = of("sq", &[])?;
+    ensure!(done.len() == 20, "20 records of sq, got {}", done.len());
+    for e in &done {
+        ensure!(e.state == TaskStatus::Finished, "{e:?}");
+        ensure!(e.attempt == 0 && e.kind == TaskKind::Normal, "{e:?}");
+        ensure!(
+            e.node.is_some() && e.worker.is_some(),
+            "where it ran: {e:?}"
+        );
+        ensure!(
+            e.submitted_us > 0
+                && e.submitted_us <= e.ready_us
+                && e.ready_us <= e.started_us
+                && e.started_us <= e.ended_us,
+            "times in order: {e:?}"
+        );
+    }
+    let ids: std::collections::HashSet<_> = squares.iter().map(|r| r.id().task()).collect();
+    ensure!(
+        done.iter().all(|e| ids.contains(&e.task)),
+        "the records are of the tasks submitted"
+    );
+    println!("sq_task={}", squares[0].id().task());
+
+    let failed = of("boom", &[])?;
+    ensure!(failed.len() == 3, "3 records of boom: {failed:?}");
+    for e in &failed {
+        ensure!(e.state == TaskStatus::Failed, "{e:?}");
+        ensure!(e.error_type == "panic", "{e:?}");
+        ensure!(e.error.contains("boom"), "the panic message: {e:?}");
+    }
+    println!("boom_task={}", booms[1].id().task());
+
+    let retried = of("flaky", &[])?;
+    ensure!(
+        retried.len() == 4,
+        "2 attempts each of 2 flaky tasks: {retried:?}"
+    );
+    let first = of("flaky", &["attempt=0"])?;
+    let second = of("flaky", &["attempt=1"])?;
+    ensure!(
+        first.len() == 2 && first.iter().all(|e| e.state == TaskStatus::Failed),
+        "first attempts failed: {first:?}"
+    );
+    ensure!(
+        first.iter().all(|e| e.error.contains("first run fails")),
+        "{first:?}"
+    );
+    ensure!(
+        second.len() == 2 && second.iter().all(|e| e.state == TaskStatus::Finished),
+        "second attempts finished: {second:?}"
+    );
+    let attempts = state::get_task(flakies[0].id().task())?;
+    ensure!(
+        attempts.iter().map(|e| e.attempt).collect::<Vec<_>>() == vec![0, 1],
+        "get_task gives both attempts: {attempts:?}"
+    );
+    println!("flaky_task={}", flakies[0].id().task());
+
+    let up = of("after_boom", &[])?;
+    ensure!(
+        up.len() == 1 && up[0].state == TaskStatus::Failed && up[0].error_type == "UpstreamFailed",
+        "{up:?}"
+    );
+    ensure!(up[0].started_us == 0, "it never ran: {up:?}");
+
+    let calls = state::list_tasks(
+        &ListOptions::new().filter(&format!("actor_id={}", tally.actor().id()))?,
+    )?;
+    ensure!(
+        calls.len() == 6
+            && calls
+                .iter()
+                .filter(|e| e.kind == TaskKind::ActorCall)
+                .count()
+                == 5
+            && calls
+                .iter()
+                .filter(|e| e.kind == TaskKind::ActorCreation)
+                .count()
+                == 1
+            && calls.iter().all(|e| e.state == TaskStatus::Finished),
+        "the actor's creation and 5 calls: {calls:?}"
+    );
+    println!("records=ok");
+
+    // Filters combine; a limit keeps the newest; an unknown field is an error.
+    let not_done = state::list_tasks(
+        &ListOptions::new()
+            .filter("state!=FINISHED")?
+            .filter("name!=state_api::boom")?,
+    )?;
+    let mine: Vec<_> = not_done
+        .iter()
+        .filter(|e| e.name.starts_with("state_api::"))
+        .collect();
+    ensure!(
+        mine.len() == 3,
+        "2 failed flaky attempts and after_boom: {mine:?}"
+    );
+    let newest = state::list_tasks(&ListOptions::new().filter("name=state_api::sq")?.limit(5))?;
+    ensure!(newest.len() == 5, "limit 5: {}", newest.len());
+    match state::list_tasks(&ListOptions::new().filter("colour=red")?) {
+        Err(starling::Error::InvalidArgument(why)) if why.contains("colour") => {}
+        got => bail!("an unknown field must be refused: {got:?}"),
+    }
+    ensure!(ListOptions::new().filter("no operator").is_err());
+    println!("filters=ok");
+
+    // Counts by function and state.
+    let summary = state::summarize_tasks(&ListOptions::new())?;
+    let count = |name: &str, s: TaskStatus| {
+        summary
+            .iter()
+            .find(|c| c.name == format!("state_api::{name}") && c.state == s)
+            .map_or(0, |c| c.count)
+    };
+    ensure!(
+        count("sq", TaskStatus::Finished) == 20
+            && count("boom", TaskStatus::Failed) == 3
+            && count("flaky", TaskStatus::Failed) == 2
+            && count("flaky", TaskStatus::Finished) == 2
+            && count("after_boom", TaskStatus::Failed) == 1,
+        "summary: {summary:?}"
+    );
+    println!("summary=ok");
+
+    // The timeline: one slice per attempt that ran, on its node's and worker's row.
+    let trace = state::timeline(None)?;
+    let json: serde_json::Value = serde_json::from_str(&trace).context("the trace is JSON")?;
+    let events = json["traceEvents"]
+        .as_array()
+        .context("traceEvents is an array")?;
+    let slices: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("state_api::"))
+        })
+        .collect();
+    // sq 20, boom 3, flaky 4, the actor's creation and 5 calls; after_boom never ran.
+    ensure!(slices.len() == 33, "33 slices, got {}", slices.len());
+    for s in &slices {
+        ensure!(
+            s["dur"].as_u64().is_some()
+                && s["pid"].as_u64().is_some()
+                && s["tid"].as_u64().is_some(),
+            "a complete slice on a row: {s}"
+        );
+    }
+    let rows = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .count();
+    ensure!(rows >= 1, "worker rows are named");
+    println!("trace_slices={}", slices.len());
+    println!("timeline=ok");
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let _rt = starling_examples::runtime_from_args()?;
+    let dir = scratch()?;
+    let outcome = run(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    outcome
+}

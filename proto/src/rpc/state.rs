@@ -1,0 +1,221 @@
+//! The state API's protobuf forms (task records, their queries and summaries).
+
+use super::wire;
+use crate::pb;
+use crate::state::{Filter, TaskCount, TaskEvent, TaskKind, TaskList, TaskQuery, TaskStatus};
+use crate::wire::DecodeError;
+use crate::{JobId, NodeId, TaskId, WorkerId};
+
+wire!(TaskQuery => pb::TaskQuery);
+wire!(try TaskList => pb::TaskList);
+
+fn status_code(s: TaskStatus) -> u32 {
+    TaskStatus::ALL.iter().position(|x| *x == s).unwrap_or(0) as u32
+}
+
+fn status_of(code: u32) -> Result<TaskStatus, DecodeError> {
+    TaskStatus::ALL
+        .get(code as usize)
+        .copied()
+        .ok_or_else(|| DecodeError(format!("unknown task state {code}")))
+}
+
+fn kind_code(k: TaskKind) -> u32 {
+    match k {
+        TaskKind::Normal => 0,
+        TaskKind::ActorCreation => 1,
+        TaskKind::ActorCall => 2,
+    }
+}
+
+fn kind_of(code: u32) -> Result<TaskKind, DecodeError> {
+    match code {
+        0 => Ok(TaskKind::Normal),
+        1 => Ok(TaskKind::ActorCreation),
+        2 => Ok(TaskKind::ActorCall),
+        _ => Err(DecodeError(format!("unknown task kind {code}"))),
+    }
+}
+
+fn id(v: u64) -> Option<u64> {
+    (v != 0).then_some(v)
+}
+
+impl From<TaskQuery> for pb::TaskQuery {
+    fn from(q: TaskQuery) -> Self {
+        pb::TaskQuery {
+            job: q.job.map_or(0, |j| j.0),
+            filters: q
+                .filters
+                .into_iter()
+                .map(|f| pb::TaskFilter {
+                    key: f.key,
+                    equal: f.equal,
+                    value: f.value,
+                })
+                .collect(),
+            limit: q.limit,
+            summary: q.summary,
+        }
+    }
+}
+
+impl From<pb::TaskQuery> for TaskQuery {
+    fn from(q: pb::TaskQuery) -> Self {
+        TaskQuery {
+            job: id(q.job).map(JobId),
+            filters: q
+                .filters
+                .into_iter()
+                .map(|f| Filter {
+                    key: f.key,
+                    equal: f.equal,
+                    value: f.value,
+                })
+                .collect(),
+            limit: q.limit,
+            summary: q.summary,
+        }
+    }
+}
+
+impl From<TaskEvent> for pb::TaskEvent {
+    fn from(e: TaskEvent) -> Self {
+        pb::TaskEvent {
+            task: e.task.0,
+            attempt: e.attempt,
+            job: e.job.0,
+            name: e.name,
+            kind: kind_code(e.kind),
+            state: status_code(e.state),
+            parent: e.parent.map_or(0, |t| t.0),
+            actor: e.actor.map_or(0, |t| t.0),
+            node: e.node.map_or(0, |n| n.0),
+            worker: e.worker.map_or(0, |w| w.0),
+            submitted_us: e.submitted_us,
+            ready_us: e.ready_us,
+            started_us: e.started_us,
+            ended_us: e.ended_us,
+            error_type: e.error_type,
+            error: e.error,
+            backtrace: e.backtrace,
+        }
+    }
+}
+
+impl TryFrom<pb::TaskEvent> for TaskEvent {
+    type Error = DecodeError;
+
+    fn try_from(e: pb::TaskEvent) -> Result<Self, DecodeError> {
+        Ok(TaskEvent {
+            task: TaskId(e.task),
+            attempt: e.attempt,
+            job: JobId(e.job),
+            name: e.name,
+            kind: kind_of(e.kind)?,
+            state: status_of(e.state)?,
+            parent: id(e.parent).map(TaskId),
+            actor: id(e.actor).map(TaskId),
+            node: id(e.node).map(NodeId),
+            worker: id(e.worker).map(WorkerId),
+            submitted_us: e.submitted_us,
+            ready_us: e.ready_us,
+            started_us: e.started_us,
+            ended_us: e.ended_us,
+            error_type: e.error_type,
+            error: e.error,
+            backtrace: e.backtrace,
+        })
+    }
+}
+
+impl From<TaskList> for pb::TaskList {
+    fn from(l: TaskList) -> Self {
+        pb::TaskList {
+            tasks: l.tasks.into_iter().map(Into::into).collect(),
+            total: l.total,
+            dropped: l.dropped,
+            summary: l
+                .summary
+                .into_iter()
+                .map(|c| pb::TaskCount {
+                    name: c.name,
+                    state: status_code(c.state),
+                    count: c.count,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<pb::TaskList> for TaskList {
+    type Error = DecodeError;
+
+    fn try_from(l: pb::TaskList) -> Result<Self, DecodeError> {
+        Ok(TaskList {
+            tasks: super::try_all(l.tasks)?,
+            total: l.total,
+            dropped: l.dropped,
+            summary: l
+                .summary
+                .into_iter()
+                .map(|c| {
+                    Ok(TaskCount {
+                        name: c.name,
+                        state: status_of(c.state)?,
+                        count: c.count,
+                    })
+                })
+                .collect::<Result<_, DecodeError>>()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::Wire;
+
+    #[test]
+    fn a_task_list_survives_the_wire() {
+        let list = TaskList {
+            tasks: vec![TaskEvent {
+                task: TaskId(7),
+                attempt: 1,
+                job: JobId(2),
+                name: "app::f#01".into(),
+                kind: TaskKind::ActorCall,
+                state: TaskStatus::Failed,
+                actor: Some(TaskId(3)),
+                node: Some(NodeId(1)),
+                worker: Some(WorkerId(4)),
+                submitted_us: 10,
+                ended_us: 20,
+                error_type: "panic".into(),
+                error: "boom".into(),
+                ..Default::default()
+            }],
+            total: 1,
+            dropped: 5,
+            summary: vec![TaskCount {
+                name: "app::f".into(),
+                state: TaskStatus::Running,
+                count: 3,
+            }],
+        };
+        assert_eq!(
+            TaskList::from_bytes(&list.clone().to_bytes()).unwrap(),
+            list
+        );
+        let q = TaskQuery {
+            job: Some(JobId(3)),
+            filters: vec![Filter::parse("state!=FAILED").unwrap()],
+            limit: 10,
+            summary: true,
+        };
+        assert_eq!(TaskQuery::from_bytes(&q.clone().to_bytes()).unwrap(), q);
+        let mut bad = pb::TaskList::from(list);
+        bad.tasks[0].state = 99;
+        assert!(TaskList::from_pb(bad).is_err());
+    }
+}

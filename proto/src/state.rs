@@ -1,0 +1,473 @@
+//! The state API's vocabulary (Ray's `ray list tasks` / `ray summary tasks`): one record per
+//! attempt of a task as the scheduler saw it, the queries that select them, and the counts a
+//! summary gives.
+//!
+//! A record is made when a task is submitted (and again for every retry, reconstruction or
+//! restart: one record per attempt) and changes as the task moves through
+//! [`TaskStatus`]'s states, each change stamped with the time it happened. The scheduler keeps
+//! the latest records of each job in a ring bounded in bytes; older ones are dropped first and
+//! counted ([`TaskList::dropped`]).
+
+use std::fmt;
+
+use crate::{JobId, NodeId, TaskId, WorkerId};
+
+/// Now, in microseconds since the Unix epoch: the clock task events are stamped with (the
+/// scheduler reads none of its own; the head and the in-process engine give it this one).
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Where a task attempt is (Ray's task states).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaskStatus {
+    /// Waiting for its arguments to be made.
+    #[default]
+    PendingArgsAvail,
+    /// Ready: waiting for a node with room and a worker.
+    PendingNodeAssignment,
+    /// Handed to a worker, running (or about to).
+    Running,
+    /// Ended with its values stored.
+    Finished,
+    /// Ended without values: an error, a lost worker, cancelled, or its argument failed. A
+    /// failed attempt that is retried is followed by a record of the next attempt.
+    Failed,
+}
+
+impl TaskStatus {
+    /// Every state, in order.
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::PendingArgsAvail,
+        TaskStatus::PendingNodeAssignment,
+        TaskStatus::Running,
+        TaskStatus::Finished,
+        TaskStatus::Failed,
+    ];
+
+    /// Its name as Ray spells it (`PENDING_ARGS_AVAIL`, `RUNNING`, `FINISHED`, ..).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::PendingArgsAvail => "PENDING_ARGS_AVAIL",
+            TaskStatus::PendingNodeAssignment => "PENDING_NODE_ASSIGNMENT",
+            TaskStatus::Running => "RUNNING",
+            TaskStatus::Finished => "FINISHED",
+            TaskStatus::Failed => "FAILED",
+        }
+    }
+
+    /// The state named `s` (as [`as_str`](Self::as_str) spells it, any case).
+    pub fn parse(s: &str) -> Option<TaskStatus> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// Whether the attempt has ended.
+    pub fn is_done(self) -> bool {
+        matches!(self, TaskStatus::Finished | TaskStatus::Failed)
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a task is (Ray's task types).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TaskKind {
+    /// A call of a remote function.
+    #[default]
+    Normal,
+    /// An actor's constructor.
+    ActorCreation,
+    /// A call of an actor's method.
+    ActorCall,
+}
+
+impl TaskKind {
+    /// Its name as Ray spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskKind::Normal => "NORMAL_TASK",
+            TaskKind::ActorCreation => "ACTOR_CREATION_TASK",
+            TaskKind::ActorCall => "ACTOR_TASK",
+        }
+    }
+}
+
+/// One attempt of a task, as the scheduler saw it. Times are microseconds since the Unix
+/// epoch; 0: not reached.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskEvent {
+    pub task: TaskId,
+    /// 0 for the first run; each retry, reconstruction or actor restart is another attempt.
+    pub attempt: u32,
+    pub job: JobId,
+    /// The function (`module::name`, or `module::Type::method` for an actor's).
+    pub name: String,
+    pub kind: TaskKind,
+    pub state: TaskStatus,
+    /// The task that submitted it, if one did.
+    pub parent: Option<TaskId>,
+    /// Its actor (for an actor's constructor or call).
+    pub actor: Option<TaskId>,
+    /// Where it ran (once handed to a worker).
+    pub node: Option<NodeId>,
+    pub worker: Option<WorkerId>,
+    pub submitted_us: u64,
+    /// When its arguments were ready (it waited for a node from then on).
+    pub ready_us: u64,
+    /// When it was handed to a worker.
+    pub started_us: u64,
+    /// When it finished or failed.
+    pub ended_us: u64,
+    /// For a failed attempt: the error's type (the Rust type of an application error,
+    /// `panic`, or Starling's kind: `WorkerDied`, `Cancelled`, `ActorDied`, ..).
+    pub error_type: String,
+    /// Its message.
+    pub error: String,
+    /// Where an application error happened, if a backtrace was captured.
+    pub backtrace: String,
+}
+
+impl TaskEvent {
+    /// The function's name without its signature hash (`module::name`).
+    pub fn short_name(&self) -> &str {
+        short_name(&self.name)
+    }
+
+    /// How long it ran (handed to a worker until it ended), if it ended after it started.
+    pub fn run_us(&self) -> Option<u64> {
+        (self.started_us > 0 && self.ended_us >= self.started_us)
+            .then(|| self.ended_us - self.started_us)
+    }
+
+    /// The value of field `key` as text, for filters (`None`: no such field). Ids are their
+    /// numbers; an unset id or time is empty.
+    pub fn field(&self, key: &str) -> Option<String> {
+        let id = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        Some(match key {
+            "task_id" | "task" | "id" => self.task.0.to_string(),
+            "attempt" | "attempt_number" => self.attempt.to_string(),
+            "job_id" | "job" => self.job.0.to_string(),
+            "name" | "func_name" | "function" => self.short_name().to_string(),
+            "type" | "kind" => self.kind.as_str().to_string(),
+            "state" => self.state.as_str().to_string(),
+            "parent_task_id" | "parent" => id(self.parent.map(|t| t.0)),
+            "actor_id" | "actor" => id(self.actor.map(|t| t.0)),
+            "node_id" | "node" => id(self.node.map(|n| n.0)),
+            "worker_id" | "worker" => id(self.worker.map(|w| w.0)),
+            "error_type" => self.error_type.clone(),
+            _ => return None,
+        })
+    }
+}
+
+impl TaskEvent {
+    /// The record as one JSON object (Ray's field names: `task_id`, `attempt_number`, `state`,
+    /// `name`, `type`, `job_id`, `node_id`, `worker_id`, `actor_id`, `parent_task_id`, times in
+    /// microseconds since the Unix epoch, `error_type`, `error_message`, `backtrace`).
+    pub fn to_json(&self) -> String {
+        let id = |prefix: &str, v: Option<u64>| match v {
+            Some(v) => json_string(&format!("{prefix}{v}")),
+            None => "null".to_string(),
+        };
+        format!(
+            "{{\"task_id\":{},\"attempt_number\":{},\"name\":{},\"func_name\":{},\"type\":{},\
+             \"state\":{},\"job_id\":{},\"node_id\":{},\"worker_id\":{},\"actor_id\":{},\
+             \"parent_task_id\":{},\"submitted_us\":{},\"ready_us\":{},\"started_us\":{},\
+             \"ended_us\":{},\"error_type\":{},\"error_message\":{},\"backtrace\":{}}}",
+            json_string(&self.task.to_string()),
+            self.attempt,
+            json_string(self.short_name()),
+            json_string(&self.name),
+            json_string(self.kind.as_str()),
+            json_string(self.state.as_str()),
+            json_string(&self.job.to_string()),
+            id("N", self.node.map(|n| n.0)),
+            id("W", self.worker.map(|w| w.0)),
+            id("T", self.actor.map(|a| a.0)),
+            id("T", self.parent.map(|p| p.0)),
+            self.submitted_us,
+            self.ready_us,
+            self.started_us,
+            self.ended_us,
+            json_string(&self.error_type),
+            json_string(&self.error),
+            json_string(&self.backtrace),
+        )
+    }
+}
+
+/// `s` as a JSON string literal.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The attempts that ran, as Chrome trace events (the JSON chrome://tracing and Perfetto
+/// load): one process per node, one thread per worker process, one complete slice per attempt
+/// from when it was handed to its worker until it ended (or `now_us`, if it still runs), named
+/// by its function, with its id, attempt and state as arguments.
+pub fn chrome_trace(events: &[TaskEvent], now_us: u64) -> String {
+    let mut out = String::from("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+    let mut first = true;
+    let mut push = |out: &mut String, item: String| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push('\n');
+        out.push_str(&item);
+    };
+    let mut named: std::collections::BTreeSet<(u64, u64)> = Default::default();
+    for e in events {
+        let (Some(node), Some(worker)) = (e.node, e.worker) else {
+            continue;
+        };
+        if e.started_us == 0 {
+            continue;
+        }
+        let end = if e.ended_us >= e.started_us {
+            e.ended_us
+        } else if e.state == TaskStatus::Running {
+            now_us.max(e.started_us)
+        } else {
+            continue;
+        };
+        if named.insert((node.0, 0)) {
+            let name = json_string(&format!("node {node}"));
+            push(
+                &mut out,
+                format!(
+                    "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":{name}}}}}",
+                    node.0
+                ),
+            );
+        }
+        if named.insert((node.0, worker.0)) {
+            let name = json_string(&format!("worker {worker}"));
+            push(
+                &mut out,
+                format!(
+                    "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{name}}}}}",
+                    node.0, worker.0
+                ),
+            );
+        }
+        push(
+            &mut out,
+            format!(
+                "{{\"name\":{},\"cat\":{},\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{},\"tid\":{},\
+                 \"args\":{{\"task_id\":{},\"attempt\":{},\"state\":{},\"error_type\":{}}}}}",
+                json_string(e.short_name()),
+                json_string(e.kind.as_str()),
+                e.started_us,
+                end - e.started_us,
+                node.0,
+                worker.0,
+                json_string(&e.task.to_string()),
+                e.attempt,
+                json_string(e.state.as_str()),
+                json_string(&e.error_type),
+            ),
+        );
+    }
+    out.push_str("\n]}\n");
+    out
+}
+
+/// The function's name without its signature hash (`module::name#0123..` → `module::name`).
+pub fn short_name(name: &str) -> &str {
+    name.split_once('#').map_or(name, |(n, _)| n)
+}
+
+/// The fields a task filter may name.
+pub const TASK_FILTER_KEYS: &[&str] = &[
+    "task_id",
+    "attempt",
+    "job_id",
+    "name",
+    "type",
+    "state",
+    "parent_task_id",
+    "actor_id",
+    "node_id",
+    "worker_id",
+    "error_type",
+];
+
+/// One condition of a listing: `key=value` or `key!=value` (Ray's `--filter`). Values compare
+/// as text, case-insensitively for states and types; an id is its number, with or without its
+/// letter (`T42` or `42`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filter {
+    pub key: String,
+    /// `=` (true) or `!=` (false).
+    pub equal: bool,
+    pub value: String,
+}
+
+impl Filter {
+    /// Parses `key=value` or `key!=value`.
+    pub fn parse(s: &str) -> Result<Filter, String> {
+        let (key, equal, value) = if let Some((k, v)) = s.split_once("!=") {
+            (k, false, v)
+        } else if let Some((k, v)) = s.split_once('=') {
+            (k, true, v)
+        } else {
+            return Err(format!(
+                "a filter is `key=value` or `key!=value`, not `{s}`"
+            ));
+        };
+        let key = key.trim();
+        if key.is_empty() {
+            return Err(format!("a filter needs a key: `{s}`"));
+        }
+        Ok(Filter {
+            key: key.to_string(),
+            equal,
+            value: value.trim().to_string(),
+        })
+    }
+
+    /// Whether `actual` (a field's text) passes.
+    pub fn accepts(&self, actual: &str) -> bool {
+        let want = self.value.as_str();
+        // An id may be written with its letter.
+        let want = if self.key.ends_with("_id") || self.key == "task" || self.key == "id" {
+            want.trim_start_matches(|c: char| c.is_ascii_alphabetic())
+        } else {
+            want
+        };
+        let same = actual.eq_ignore_ascii_case(want);
+        same == self.equal
+    }
+}
+
+impl fmt::Display for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = if self.equal { "=" } else { "!=" };
+        write!(f, "{}{op}{}", self.key, self.value)
+    }
+}
+
+/// Which task records to list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskQuery {
+    /// Only this job's (a job's own credential can ask for no other).
+    pub job: Option<JobId>,
+    /// All must pass.
+    pub filters: Vec<Filter>,
+    /// At most this many records, the newest (0: no limit).
+    pub limit: u32,
+    /// Counts by function and state instead of records.
+    pub summary: bool,
+}
+
+impl TaskQuery {
+    /// Checks the filters' keys: an unknown one is an error naming the known ones.
+    pub fn check(&self) -> Result<(), String> {
+        for f in &self.filters {
+            if TaskEvent::default().field(&f.key).is_none() {
+                return Err(format!(
+                    "unknown task field `{}` in filter `{f}`; known: {}",
+                    f.key,
+                    TASK_FILTER_KEYS.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `event` passes every filter.
+    pub fn accepts(&self, event: &TaskEvent) -> bool {
+        self.job.is_none_or(|j| j == event.job)
+            && self
+                .filters
+                .iter()
+                .all(|f| event.field(&f.key).is_some_and(|actual| f.accepts(&actual)))
+    }
+}
+
+/// How many task attempts of one function are in one state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskCount {
+    /// The function (without its signature hash).
+    pub name: String,
+    pub state: TaskStatus,
+    pub count: u64,
+}
+
+/// The answer to a [`TaskQuery`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskList {
+    /// The matching records, oldest first (the newest `limit` of them).
+    pub tasks: Vec<TaskEvent>,
+    /// How many records matched (more than `tasks` holds when the limit cut).
+    pub total: u64,
+    /// Records dropped to keep the store within its bound (of the jobs asked about).
+    pub dropped: u64,
+    /// For a summary: counts by function and state, by function then state.
+    pub summary: Vec<TaskCount>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event() -> TaskEvent {
+        TaskEvent {
+            task: TaskId(42),
+            name: "app::square#00ff".into(),
+            state: TaskStatus::Failed,
+            node: Some(NodeId(2)),
+            error_type: "panic".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn filters_match_fields_as_text() {
+        let q = |f: &[&str]| TaskQuery {
+            filters: f.iter().map(|f| Filter::parse(f).unwrap()).collect(),
+            ..Default::default()
+        };
+        let e = event();
+        assert!(q(&["state=failed", "name=app::square"]).accepts(&e));
+        assert!(q(&["task_id=T42", "node_id=2"]).accepts(&e));
+        assert!(q(&["state!=FINISHED", "worker_id="]).accepts(&e));
+        assert!(!q(&["state=RUNNING"]).accepts(&e));
+        assert!(!q(&["error_type!=panic"]).accepts(&e));
+        assert!(q(&["colour=red"]).check().is_err());
+        assert!(Filter::parse("state").is_err());
+        assert!(Filter::parse("=x").is_err());
+    }
+
+    #[test]
+    fn states_round_trip_their_names() {
+        for s in TaskStatus::ALL {
+            assert_eq!(TaskStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(TaskStatus::parse("running"), Some(TaskStatus::Running));
+        assert_eq!(TaskStatus::parse("DONE"), None);
+    }
+}

@@ -1,0 +1,471 @@
+//! Task events: what the state API, `starling list tasks` and the timeline read.
+//!
+//! Every attempt of a task gets one [`Record`] when it is submitted (or retried, rebuilt,
+//! restarted); the reactor stamps it as the attempt becomes ready, is handed to a worker, and
+//! finishes or fails. A live task's entry holds the sequence number of its current record, so
+//! a change finds its record in O(1), without a map.
+//!
+//! Records live in one ring per job, in the order made; each job numbers its own records, so a
+//! record's place in its ring is its number minus the ring's first. The store is bounded in
+//! bytes ([`TaskEvents::DEFAULT_CAP`] unless set): past the bound the oldest records of the
+//! largest ring are dropped, an eighth of it at a time, and counted, so one job's flood of
+//! tasks does not wipe out the history of the others. A record dropped while its task is live
+//! is simply no longer updated.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use starling_proto::state::{TaskCount, TaskEvent, TaskKind, TaskList, TaskQuery, TaskStatus};
+use starling_proto::{
+    ActorRole, FailureKind, FunctionName, JobId, NodeId, TaskFailure, TaskId, TaskSpec, WorkerId,
+};
+
+/// No record (a task entry whose record was never made: the store is off).
+pub(crate) const NO_RECORD: u64 = u64::MAX;
+
+/// One attempt of a task, compact: what [`TaskEvent`] says, with ids unset as 0.
+#[derive(Clone, Debug)]
+pub(crate) struct Record {
+    task: TaskId,
+    function: FunctionName,
+    parent: TaskId,
+    actor: TaskId,
+    node: NodeId,
+    worker: WorkerId,
+    /// Submitted, ready, started, ended: microseconds since the Unix epoch (0: not yet).
+    times: [u64; 4],
+    attempt: u32,
+    state: TaskStatus,
+    kind: TaskKind,
+    failure: Option<Arc<TaskFailure>>,
+}
+
+#[derive(Debug, Default)]
+struct Ring {
+    /// The number of `records[0]`.
+    first: u64,
+    records: VecDeque<Record>,
+    /// Records dropped from the front.
+    dropped: u64,
+}
+
+/// The task event store of one scheduler.
+#[derive(Debug)]
+pub struct TaskEvents {
+    /// The bound, in bytes (0: no records are kept).
+    cap: usize,
+    rings: HashMap<JobId, Ring>,
+    /// Records held, in all rings.
+    held: usize,
+    /// Records ever dropped.
+    dropped: u64,
+    clock: Clock,
+}
+
+impl Default for TaskEvents {
+    fn default() -> Self {
+        TaskEvents::with_cap(Self::DEFAULT_CAP)
+    }
+}
+
+/// A clock: now, in microseconds since the Unix epoch. The state machine reads no clock of its
+/// own; its embedder gives it one ([`Core::set_clock`](crate::Core::set_clock)).
+pub type Clock = fn() -> u64;
+
+/// The clock of a scheduler nobody gave one: times stay unset.
+fn no_clock() -> u64 {
+    0
+}
+
+/// The type of a failure, as a record names it.
+pub fn error_type(kind: &FailureKind) -> &str {
+    match kind {
+        FailureKind::Application(e) => &e.type_name,
+        FailureKind::Upstream(_) => "UpstreamFailed",
+        FailureKind::Cancelled => "Cancelled",
+        FailureKind::FunctionNotFound { .. } => "FunctionNotFound",
+        FailureKind::BadArgument(_) => "BadArgument",
+        FailureKind::ObjectLost(_) => "ObjectLost",
+        FailureKind::WorkerDied { .. } => "WorkerDied",
+        FailureKind::Unschedulable(_) => "Unschedulable",
+        FailureKind::ActorDied { .. } => "ActorDied",
+    }
+}
+
+impl TaskEvents {
+    /// The default bound: 64 MiB, about 550,000 records (a 1,000,000-task run keeps its
+    /// latest half-million attempts).
+    pub const DEFAULT_CAP: usize = 64 << 20;
+
+    /// A store of at most `cap` bytes (0: keeps nothing).
+    pub fn with_cap(cap: usize) -> Self {
+        TaskEvents {
+            cap,
+            rings: HashMap::new(),
+            held: 0,
+            dropped: 0,
+            clock: no_clock,
+        }
+    }
+
+    /// Stamps records with `clock`'s times.
+    pub(crate) fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// The bound, in bytes.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// What one record costs.
+    const RECORD_BYTES: usize = std::mem::size_of::<Record>();
+
+    /// Records held now.
+    pub fn len(&self) -> usize {
+        self.held
+    }
+
+    /// Whether no record is held.
+    pub fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    /// Records ever dropped to stay within the bound.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// A new record for an attempt of `spec`, pending its arguments or (`ready`) a node.
+    /// Returns its number in its job's ring ([`NO_RECORD`] if the store keeps nothing).
+    pub(crate) fn open(&mut self, spec: &TaskSpec, ready: bool) -> u64 {
+        if self.cap == 0 {
+            return NO_RECORD;
+        }
+        let now = (self.clock)();
+        let (kind, actor) = match &spec.actor {
+            ActorRole::None => (TaskKind::Normal, TaskId(0)),
+            ActorRole::Create(_) => (TaskKind::ActorCreation, spec.id),
+            ActorRole::Call(a) => (TaskKind::ActorCall, *a),
+        };
+        let record = Record {
+            task: spec.id,
+            function: spec.function.clone(),
+            parent: spec.parent.unwrap_or_default(),
+            actor,
+            node: NodeId(0),
+            worker: WorkerId(0),
+            times: [now, if ready { now } else { 0 }, 0, 0],
+            attempt: spec.attempt,
+            state: if ready {
+                TaskStatus::PendingNodeAssignment
+            } else {
+                TaskStatus::PendingArgsAvail
+            },
+            kind,
+            failure: None,
+        };
+        let ring = self.rings.entry(spec.job).or_default();
+        ring.records.push_back(record);
+        let seq = ring.first + ring.records.len() as u64 - 1;
+        self.held += 1;
+        if self.held * Self::RECORD_BYTES > self.cap {
+            self.shrink();
+        }
+        seq
+    }
+
+    /// A record for an attempt of `spec` that failed before it could wait for anything (its
+    /// argument had failed, its actor was dead, ..).
+    pub(crate) fn failed_at_submit(&mut self, spec: &TaskSpec, failure: &Arc<TaskFailure>) {
+        let seq = self.open(spec, false);
+        self.failed(spec.job, seq, failure);
+    }
+
+    fn get(&mut self, job: JobId, seq: u64) -> Option<&mut Record> {
+        if seq == NO_RECORD {
+            return None;
+        }
+        let ring = self.rings.get_mut(&job)?;
+        let at = seq.checked_sub(ring.first)?;
+        ring.records.get_mut(at as usize)
+    }
+
+    /// The attempt's arguments are ready: it waits for a node.
+    pub(crate) fn ready(&mut self, job: JobId, seq: u64) {
+        let now = (self.clock)();
+        if let Some(r) = self.get(job, seq) {
+            if r.state == TaskStatus::PendingArgsAvail {
+                r.state = TaskStatus::PendingNodeAssignment;
+                r.times[1] = now;
+            }
+        }
+    }
+
+    /// The attempt's arguments are pending again (one was lost): it waits for them.
+    pub(crate) fn waiting(&mut self, job: JobId, seq: u64) {
+        if let Some(r) = self.get(job, seq) {
+            r.state = TaskStatus::PendingArgsAvail;
+        }
+    }
+
+    /// The attempt was handed to `worker` of `node`.
+    pub(crate) fn running(&mut self, job: JobId, seq: u64, node: NodeId, worker: WorkerId) {
+        let now = (self.clock)();
+        if let Some(r) = self.get(job, seq) {
+            if r.times[1] == 0 {
+                r.times[1] = now;
+            }
+            r.state = TaskStatus::Running;
+            r.node = node;
+            r.worker = worker;
+            r.times[2] = now;
+        }
+    }
+
+    /// The attempt was handed to `worker` of `node` behind another task it runs first (a
+    /// pipelined task, a call queued on its actor): it is not running yet.
+    pub(crate) fn assigned(&mut self, job: JobId, seq: u64, node: NodeId, worker: WorkerId) {
+        if let Some(r) = self.get(job, seq) {
+            r.node = node;
+            r.worker = worker;
+        }
+    }
+
+    /// The attempt handed to `worker` of `node` earlier now runs (the task before it ended),
+    /// unless it was marked running already.
+    pub(crate) fn started(&mut self, job: JobId, seq: u64, node: NodeId, worker: WorkerId) {
+        let running = self
+            .get(job, seq)
+            .is_some_and(|r| r.state == TaskStatus::Running);
+        if !running {
+            self.running(job, seq, node, worker);
+        }
+    }
+
+    /// The attempt finished with its values.
+    pub(crate) fn finished(&mut self, job: JobId, seq: u64) {
+        let now = (self.clock)();
+        if let Some(r) = self.get(job, seq) {
+            r.state = TaskStatus::Finished;
+            r.times[3] = now;
+        }
+    }
+
+    /// The attempt failed (retried or not).
+    pub(crate) fn failed(&mut self, job: JobId, seq: u64, failure: &Arc<TaskFailure>) {
+        let now = (self.clock)();
+        if let Some(r) = self.get(job, seq) {
+            r.state = TaskStatus::Failed;
+            r.times[3] = now;
+            r.failure = Some(failure.clone());
+        }
+    }
+
+    /// Drops the oldest eighth of the largest ring (at least one record), until the store is
+    /// within its bound.
+    fn shrink(&mut self) {
+        while self.held * Self::RECORD_BYTES > self.cap {
+            let Some(ring) = self.rings.values_mut().max_by_key(|r| r.records.len()) else {
+                return;
+            };
+            let n = (ring.records.len() / 8).max(1);
+            ring.records.drain(..n);
+            ring.first += n as u64;
+            ring.dropped += n as u64;
+            self.held -= n;
+            self.dropped += n as u64;
+        }
+        self.rings
+            .retain(|_, r| !r.records.is_empty() || r.dropped > 0);
+    }
+
+    /// The records (or, for a summary, the counts) `q` asks for.
+    pub fn query(&self, q: &TaskQuery) -> TaskList {
+        let mut list = TaskList::default();
+        let mut counts: HashMap<(String, TaskStatus), u64> = HashMap::new();
+        let mut matched: Vec<TaskEvent> = Vec::new();
+        let mut rings: Vec<(&JobId, &Ring)> = self
+            .rings
+            .iter()
+            .filter(|(job, _)| q.job.is_none_or(|j| j == **job))
+            .collect();
+        rings.sort_by_key(|(job, _)| **job);
+        for (job, ring) in rings {
+            list.dropped += ring.dropped;
+            for r in &ring.records {
+                let event = r.event(*job);
+                if !q.accepts(&event) {
+                    continue;
+                }
+                list.total += 1;
+                if q.summary {
+                    *counts
+                        .entry((event.short_name().to_string(), event.state))
+                        .or_default() += 1;
+                } else {
+                    matched.push(event);
+                }
+            }
+        }
+        if q.summary {
+            let mut summary: Vec<TaskCount> = counts
+                .into_iter()
+                .map(|((name, state), count)| TaskCount { name, state, count })
+                .collect();
+            summary.sort_by(|a, b| (&a.name, a.state).cmp(&(&b.name, b.state)));
+            list.summary = summary;
+        } else {
+            // Oldest first across jobs; the newest `limit` kept.
+            matched.sort_by_key(|e| (e.submitted_us, e.task, e.attempt));
+            if q.limit > 0 && matched.len() > q.limit as usize {
+                matched.drain(..matched.len() - q.limit as usize);
+            }
+            list.tasks = matched;
+        }
+        list
+    }
+}
+
+impl Record {
+    fn event(&self, job: JobId) -> TaskEvent {
+        let id = |v: u64| (v != 0).then_some(v);
+        let (error_type, error, backtrace) = match &self.failure {
+            Some(f) => (
+                error_type(&f.kind).to_string(),
+                f.to_string(),
+                match &f.kind {
+                    FailureKind::Application(e) => e.backtrace.clone(),
+                    _ => String::new(),
+                },
+            ),
+            None => Default::default(),
+        };
+        TaskEvent {
+            task: self.task,
+            attempt: self.attempt,
+            job,
+            name: self.function.to_string(),
+            kind: self.kind,
+            state: self.state,
+            parent: id(self.parent.0).map(TaskId),
+            actor: id(self.actor.0).map(TaskId),
+            node: id(self.node.0).map(NodeId),
+            worker: id(self.worker.0).map(WorkerId),
+            submitted_us: self.times[0],
+            ready_us: self.times[1],
+            started_us: self.times[2],
+            ended_us: self.times[3],
+            error_type,
+            error,
+            backtrace,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(id: u64, job: u64) -> TaskSpec {
+        let mut s = crate::testing::task(id, Vec::new());
+        s.job = JobId(job);
+        s.function = "app::f#00".into();
+        s
+    }
+
+    /// A clock that ticks one microsecond per reading.
+    fn ticks() -> u64 {
+        static T: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        T.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_record_follows_its_attempt() {
+        let mut ev = TaskEvents::default();
+        ev.set_clock(ticks);
+        let s = spec(1, 1);
+        let seq = ev.open(&s, false);
+        ev.ready(s.job, seq);
+        ev.running(s.job, seq, NodeId(3), WorkerId(4));
+        ev.finished(s.job, seq);
+        let list = ev.query(&TaskQuery::default());
+        assert_eq!(list.tasks.len(), 1);
+        let e = &list.tasks[0];
+        assert_eq!(e.state, TaskStatus::Finished);
+        assert_eq!((e.node, e.worker), (Some(NodeId(3)), Some(WorkerId(4))));
+        assert!(e.submitted_us > 0);
+        assert!(e.submitted_us < e.ready_us && e.ready_us < e.started_us);
+        assert!(e.started_us < e.ended_us);
+        assert_eq!(e.short_name(), "app::f");
+    }
+
+    #[test]
+    fn the_largest_ring_loses_its_oldest_records_past_the_bound() {
+        let per = TaskEvents::RECORD_BYTES;
+        let mut ev = TaskEvents::with_cap(100 * per);
+        // Job 2: ten records, made first; job 1: a flood of a thousand.
+        for i in 0..10 {
+            ev.open(&spec(10_000 + i, 2), true);
+        }
+        let mut last = 0;
+        for i in 0..1000 {
+            last = ev.open(&spec(i, 1), true);
+        }
+        assert!(ev.len() <= 100);
+        assert_eq!(ev.dropped() as usize + ev.len(), 1010);
+        // The small job kept all its records; the flood kept its newest.
+        let only = |job| TaskQuery {
+            job: Some(JobId(job)),
+            ..Default::default()
+        };
+        assert_eq!(ev.query(&only(2)).tasks.len(), 10);
+        let flood = ev.query(&only(1));
+        assert_eq!(flood.dropped + flood.tasks.len() as u64, 1000);
+        assert_eq!(flood.tasks.last().map(|e| e.task), Some(TaskId(999)));
+        // A record still held is updated in place; a dropped one is ignored.
+        ev.finished(JobId(1), last);
+        ev.finished(JobId(1), 0);
+        let done = ev.query(&TaskQuery {
+            filters: vec![starling_proto::state::Filter::parse("state=FINISHED").unwrap()],
+            ..Default::default()
+        });
+        assert_eq!(done.tasks.len(), 1);
+        assert_eq!(done.tasks[0].task, TaskId(999));
+    }
+
+    #[test]
+    fn a_summary_counts_by_function_and_state() {
+        let mut ev = TaskEvents::default();
+        for i in 0..5 {
+            let s = spec(i, 1);
+            let seq = ev.open(&s, true);
+            if i < 3 {
+                ev.finished(s.job, seq);
+            }
+        }
+        let list = ev.query(&TaskQuery {
+            summary: true,
+            ..Default::default()
+        });
+        assert_eq!(list.total, 5);
+        let count = |state| {
+            list.summary
+                .iter()
+                .find(|c| c.state == state)
+                .map(|c| (c.name.as_str(), c.count))
+        };
+        assert_eq!(count(TaskStatus::Finished), Some(("app::f", 3)));
+        assert_eq!(
+            count(TaskStatus::PendingNodeAssignment),
+            Some(("app::f", 2))
+        );
+    }
+
+    #[test]
+    fn a_store_of_no_bytes_keeps_nothing() {
+        let mut ev = TaskEvents::with_cap(0);
+        assert_eq!(ev.open(&spec(1, 1), true), NO_RECORD);
+        assert!(ev.is_empty());
+    }
+}
