@@ -1,6 +1,6 @@
 //! Task events: what the state API, `starling list tasks` and the timeline read.
 //!
-//! Every attempt of a task gets one [`Record`] when it is submitted (or retried, rebuilt,
+//! Every attempt of a task gets one record when it is submitted (or retried, rebuilt,
 //! restarted); the reactor stamps it as the attempt becomes ready, is handed to a worker, and
 //! finishes or fails. A live task's entry holds the sequence number of its current record, so
 //! a change finds its record in O(1), without a map.
