@@ -140,6 +140,10 @@ struct Args {
     /// Tasks queued at once in many_queued.
     #[arg(long, default_value_t = 1_000_000)]
     n_queued: usize,
+    /// Memory for the scheduler's task events, in bytes (default: the runtime's, 64 MiB; 0
+    /// keeps none: what recording them costs, side by side).
+    #[arg(long)]
+    task_events: Option<usize>,
 }
 
 struct Emitter {
@@ -337,6 +341,10 @@ fn main() -> Result<()> {
             ("starling-cluster", Config::connect(head))
         }
         other => anyhow::bail!("unknown engine `{other}`: use inproc, local or cluster"),
+    };
+    let config = match args.task_events {
+        Some(bytes) => config.task_events(bytes),
+        None => config,
     };
     let e = Emitter {
         engine,

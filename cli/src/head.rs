@@ -65,6 +65,14 @@ pub struct HeadArgs {
     /// G suffixes.
     #[arg(long, value_name = "BYTES", value_parser = crate::parse::bytes, default_value = "64M")]
     task_events: u64,
+    /// Port of the web dashboard and Prometheus `/metrics` (on --bind, behind the cluster
+    /// token; TLS with --tls-cert); 0 picks a free one. Its URL is logged and written to
+    /// DATA_DIR/dashboard.
+    #[arg(long, value_name = "PORT", default_value_t = starling_head::DEFAULT_DASHBOARD_PORT)]
+    dashboard_port: u16,
+    /// Serve no dashboard or metrics.
+    #[arg(long, conflicts_with = "dashboard_port")]
+    no_dashboard: bool,
 }
 
 fn parse_heartbeat_timeout(s: &str) -> Result<Duration, String> {
@@ -134,6 +142,8 @@ async fn serve(
     config.value_budget = args.value_budget;
     config.max_live_tasks = args.max_live_tasks;
     config.task_events_bytes = args.task_events as usize;
+    config.dashboard =
+        (!args.no_dashboard).then(|| SocketAddr::new(args.bind, args.dashboard_port));
     config.heartbeat_timeout = args.heartbeat_timeout;
     config.start_grace = args.start_grace;
     let token = Token::load_or_create(&data_dir).context("cannot set up the cluster token")?;
@@ -173,6 +183,14 @@ async fn serve(
         token_path.display(),
         token_path.display()
     );
+    if let Some(d) = handle.dashboard_addr() {
+        let web = if scheme == "https" { "https" } else { "http" };
+        eprintln!(
+            "dashboard at {web}://{d}/ and Prometheus metrics at {web}://{d}/metrics (sign in \
+             with the cluster token: {})",
+            token_path.display()
+        );
+    }
     let stopped_by = tokio::select! {
         signal = crate::shutdown_signal() => Some(signal?),
         () = handle.wait() => None,

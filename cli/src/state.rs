@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use starling_proto::jobs::{JobInfo, PoolInfo};
 use starling_proto::rpc::Empty;
-use starling_proto::state::{chrome_trace, json_string, Filter, TaskEvent, TaskQuery, TaskStatus};
+use starling_proto::state::{chrome_trace, Filter, TaskEvent, TaskQuery, TaskStatus};
 use starling_proto::status::{ActorStatus, NodeStatus, StatusReply, StatusRequest};
 use starling_proto::JobId;
 
@@ -200,7 +200,7 @@ pub fn list(args: ListArgs) -> Result<()> {
             let actors = filtered_actors(status(&args.head)?.actors, &filters)?;
             let actors = newest(actors, args.limit);
             if json {
-                json_array(actors.iter().map(actor_json))
+                json_array(actors.iter().map(ActorStatus::to_json))
             } else {
                 actor_table(&actors)
             }
@@ -209,7 +209,7 @@ pub fn list(args: ListArgs) -> Result<()> {
             no_filters(&filters, "nodes")?;
             let nodes = status(&args.head)?.nodes;
             if json {
-                json_array(nodes.iter().map(node_json))
+                json_array(nodes.iter().map(NodeStatus::to_json))
             } else {
                 node_table(&nodes)
             }
@@ -221,7 +221,7 @@ pub fn list(args: ListArgs) -> Result<()> {
             })?;
             let jobs = newest(jobs, args.limit);
             if json {
-                json_array(jobs.iter().map(job_json))
+                json_array(jobs.iter().map(JobInfo::to_json))
             } else {
                 job_table(&jobs)
             }
@@ -232,7 +232,7 @@ pub fn list(args: ListArgs) -> Result<()> {
                 head.list_pools(Empty).await
             })?;
             if json {
-                json_array(pools.iter().map(pool_json))
+                json_array(pools.iter().map(PoolInfo::to_json))
             } else {
                 pool_table(&pools)
             }
@@ -557,23 +557,6 @@ fn actor_table(actors: &[ActorStatus]) -> String {
     table(&rows)
 }
 
-fn actor_json(a: &ActorStatus) -> String {
-    format!(
-        "{{\"actor_id\":{},\"class_name\":{},\"name\":{},\"state\":{},\"death_cause\":{},\
-         \"node_id\":{},\"num_restarts\":{},\"calls_served\":{},\"job_id\":{}}}",
-        json_string(&a.id.to_string()),
-        json_string(&a.class_name),
-        json_string(&a.name),
-        json_string(&a.state),
-        json_string(&a.cause),
-        a.node
-            .map_or("null".into(), |n| json_string(&n.to_string())),
-        a.restarts,
-        a.calls_served,
-        json_string(&a.job.to_string()),
-    )
-}
-
 fn node_table(nodes: &[NodeStatus]) -> String {
     let mut rows = vec![[
         "NODE",
@@ -607,24 +590,6 @@ fn node_table(nodes: &[NodeStatus]) -> String {
     table(&rows)
 }
 
-fn node_json(n: &NodeStatus) -> String {
-    format!(
-        "{{\"node_id\":{},\"address\":{},\"state\":{},\"pool\":{},\"workers\":{},\
-         \"cpu_total\":{},\"cpu_available\":{},\"store_memory_bytes\":{},\
-         \"store_spilled_bytes\":{},\"store_objects\":{}}}",
-        json_string(&n.id.to_string()),
-        json_string(&n.address),
-        json_string(if n.alive { "ALIVE" } else { "DEAD" }),
-        json_string(&n.pool),
-        n.workers,
-        n.total.get("CPU"),
-        n.available.get("CPU"),
-        n.store.memory_bytes,
-        n.store.spilled_bytes,
-        n.store.objects,
-    )
-}
-
 fn job_table(jobs: &[JobInfo]) -> String {
     let mut rows = vec![["JOB", "NAME", "STATUS", "POOL", "INSTANCES", "MESSAGE"]
         .map(String::from)
@@ -642,26 +607,6 @@ fn job_table(jobs: &[JobInfo]) -> String {
     table(&rows)
 }
 
-fn job_json(j: &JobInfo) -> String {
-    format!(
-        "{{\"job_id\":{},\"name\":{},\"status\":{},\"pool\":{},\"message\":{},\"nodes\":[{}],\
-         \"created_ms\":{},\"started_ms\":{},\"completed_ms\":{}}}",
-        j.id,
-        json_string(&j.spec.name),
-        json_string(&j.status),
-        json_string(&j.spec.pool),
-        json_string(&j.message),
-        j.nodes
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-        j.created_ms,
-        j.started_ms,
-        j.completed_ms,
-    )
-}
-
 fn pool_table(pools: &[PoolInfo]) -> String {
     let mut rows = vec![["POOL", "NODES", "BUSY", "STARTING", "MIN", "MAX"]
         .map(String::from)
@@ -677,16 +622,4 @@ fn pool_table(pools: &[PoolInfo]) -> String {
         ]);
     }
     table(&rows)
-}
-
-fn pool_json(p: &PoolInfo) -> String {
-    format!(
-        "{{\"name\":{},\"nodes\":{},\"busy\":{},\"starting\":{},\"min_nodes\":{},\"max_nodes\":{}}}",
-        json_string(&p.spec.name),
-        p.nodes.len(),
-        p.busy,
-        p.starting,
-        p.spec.min_nodes,
-        p.spec.max_nodes,
-    )
 }

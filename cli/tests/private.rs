@@ -222,7 +222,7 @@ fn refuses(cmd: &mut Command, tmp: &Path, says: &str) {
 /// starts a local cluster) refuses a runtime directory another user could enter or made.
 fn all_refuse(tmp: &Path, says: &str) {
     refuses(
-        Command::new(STARLING).args(["head", "--port", "0"]),
+        Command::new(STARLING).args(["head", "--port", "0", "--dashboard-port", "0"]),
         tmp,
         says,
     );

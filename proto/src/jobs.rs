@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use prost::Message;
 
 use crate::pb;
+use crate::state::json_string;
 use crate::wire::DecodeError;
 use crate::RemoteError;
 
@@ -594,4 +595,60 @@ pub struct LogChunk {
     pub offset: u64,
     /// Whether the job has ended (no more output will come).
     pub ended: bool,
+}
+
+impl JobInfo {
+    /// As one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"job_id\":{},\"name\":{},\"status\":{},\"pool\":{},\"message\":{},\"nodes\":[{}],\
+             \"created_ms\":{},\"started_ms\":{},\"completed_ms\":{},\"exit_code\":{},\
+             \"error\":{},\"target_instances\":{},\"instances\":[{}]}}",
+            self.id,
+            json_string(&self.spec.name),
+            json_string(&self.status),
+            json_string(&self.spec.pool),
+            json_string(&self.message),
+            self.nodes
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            self.created_ms,
+            self.started_ms,
+            self.completed_ms,
+            self.exit_code.map_or("null".into(), |c| c.to_string()),
+            self.error
+                .as_ref()
+                .map_or("null".into(), |e| json_string(&e.to_string())),
+            self.spec.target_instances,
+            self.instances
+                .iter()
+                .map(|i| format!(
+                    "{{\"index\":{},\"node\":{},\"state\":{},\"lost_ms\":{},\"reason\":{}}}",
+                    i.index,
+                    i.node,
+                    json_string(&i.state),
+                    i.lost_ms,
+                    json_string(&i.reason)
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    }
+}
+
+impl PoolInfo {
+    /// As one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"name\":{},\"nodes\":{},\"busy\":{},\"starting\":{},\"min_nodes\":{},\"max_nodes\":{}}}",
+            json_string(&self.spec.name),
+            self.nodes.len(),
+            self.busy,
+            self.starting,
+            self.spec.min_nodes,
+            self.spec.max_nodes,
+        )
+    }
 }

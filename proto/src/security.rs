@@ -451,6 +451,14 @@ impl tonic::service::Interceptor for AttachToken {
     }
 }
 
+/// Calls refused for a missing or wrong token since this process started.
+static UNAUTHENTICATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many calls [`RequireToken`] refused in this process.
+pub fn unauthenticated_calls() -> u64 {
+    UNAUTHENTICATED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Refuses every call that does not carry the cluster token, with status `Unauthenticated`.
 #[derive(Clone, Debug)]
 pub struct RequireToken {
@@ -475,6 +483,16 @@ impl RequireToken {
         }
     }
 
+    /// The scope of an `authorization` value (`Bearer <token or job credential>`), or `None`
+    /// if it carries neither (the refusal is counted).
+    pub fn check(&self, presented: &[u8]) -> Option<Scope> {
+        let scope = self.scope(presented);
+        if scope.is_none() {
+            UNAUTHENTICATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        scope
+    }
+
     fn scope(&self, presented: &[u8]) -> Option<Scope> {
         if constant_time_eq(presented, &self.expected) {
             return Some(Scope::Cluster);
@@ -496,7 +514,7 @@ impl tonic::service::Interceptor for RequireToken {
             .get(AUTHORIZATION)
             .map(|v| v.as_bytes())
             .unwrap_or_default();
-        if let Some(scope) = self.scope(presented) {
+        if let Some(scope) = self.check(presented) {
             request.extensions_mut().insert(scope);
             Ok(request)
         } else {
@@ -531,6 +549,11 @@ impl ServerTls {
     }
 
     /// The configuration for `tonic`'s server builder.
+    /// The certificate chain and private key, PEM.
+    pub fn pem(&self) -> (&[u8], &[u8]) {
+        (&self.cert, &self.key)
+    }
+
     pub fn config(&self) -> tonic::transport::ServerTlsConfig {
         tonic::transport::ServerTlsConfig::new()
             .identity(tonic::transport::Identity::from_pem(&self.cert, &self.key))

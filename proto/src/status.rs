@@ -1,6 +1,7 @@
 //! The cluster's status, as `starling status` shows it.
 
 use crate::node::StoreUsage;
+use crate::state::json_string;
 use crate::{JobId, NodeId, ResourceSet, TaskId};
 
 /// Which part of the cluster to describe.
@@ -98,4 +99,56 @@ pub struct ActorStatus {
     pub calls_served: u64,
     /// The job that created it.
     pub job: JobId,
+}
+
+impl ActorStatus {
+    /// As one JSON object (Ray's field names: `actor_id`, `class_name`, `state`,
+    /// `death_cause`, `num_restarts`, ..).
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"actor_id\":{},\"class_name\":{},\"name\":{},\"state\":{},\"death_cause\":{},\
+             \"node_id\":{},\"num_restarts\":{},\"calls_served\":{},\"job_id\":{}}}",
+            json_string(&self.id.to_string()),
+            json_string(&self.class_name),
+            json_string(&self.name),
+            json_string(&self.state),
+            json_string(&self.cause),
+            self.node
+                .map_or("null".into(), |n| json_string(&n.to_string())),
+            self.restarts,
+            self.calls_served,
+            json_string(&self.job.to_string()),
+        )
+    }
+}
+
+impl NodeStatus {
+    /// As one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"node_id\":{},\"address\":{},\"state\":{},\"pool\":{},\"workers\":{},\
+             \"cpu_total\":{},\"cpu_available\":{},\"store_memory_bytes\":{},\
+             \"store_spilled_bytes\":{},\"store_objects\":{},\"resources\":{{{}}}}}",
+            json_string(&self.id.to_string()),
+            json_string(&self.address),
+            json_string(if self.alive { "ALIVE" } else { "DEAD" }),
+            json_string(&self.pool),
+            self.workers,
+            self.total.get("CPU"),
+            self.available.get("CPU"),
+            self.store.memory_bytes,
+            self.store.spilled_bytes,
+            self.store.objects,
+            self.total
+                .iter_units()
+                .map(|(name, _)| format!(
+                    "{}:{{\"total\":{},\"available\":{}}}",
+                    json_string(name),
+                    self.total.get(name),
+                    self.available.get(name)
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    }
 }

@@ -346,6 +346,29 @@ impl Core {
         &self.events
     }
 
+    /// Live tasks (waiting, queued or running) by function and state, for metrics: one walk
+    /// of the task table. Functions are named without their signature hash.
+    pub fn live_tasks_by_state(&self) -> Vec<(String, starling_proto::state::TaskStatus, u64)> {
+        use starling_proto::state::TaskStatus;
+        let mut counts: HashMap<(&str, TaskStatus), u64> = HashMap::new();
+        for e in self.tasks.values() {
+            let state = match e.state {
+                TaskState::WaitingForDependencies(_) => TaskStatus::PendingArgsAvail,
+                TaskState::Queued | TaskState::Infeasible(_) => TaskStatus::PendingNodeAssignment,
+                TaskState::Running { .. } => TaskStatus::Running,
+            };
+            *counts.entry((&e.spec.function, state)).or_default() += 1;
+        }
+        let mut merged: HashMap<(String, TaskStatus), u64> = HashMap::new();
+        for ((name, state), n) in counts {
+            let short = starling_proto::state::short_name(name).to_string();
+            *merged.entry((short, state)).or_default() += n;
+        }
+        let mut out: Vec<_> = merged.into_iter().map(|((n, s), c)| (n, s, c)).collect();
+        out.sort();
+        out
+    }
+
     /// Counters.
     pub fn stats(&self) -> CoreStats {
         self.stats

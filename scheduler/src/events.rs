@@ -42,6 +42,7 @@ pub(crate) struct Record {
 
 #[derive(Debug, Default)]
 struct Ring {
+    job: JobId,
     /// The number of `records[0]`.
     first: u64,
     records: VecDeque<Record>,
@@ -49,17 +50,77 @@ struct Ring {
     dropped: u64,
 }
 
+/// Bucket bounds of the duration histograms, in seconds.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0,
+];
+
+/// A histogram of durations in seconds: a count per bucket of [`SECONDS_BUCKETS`] (not
+/// cumulative) and one more for the rest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// `counts[i]`: observations in `(SECONDS_BUCKETS[i-1], SECONDS_BUCKETS[i]]`; the last:
+    /// above the largest bound.
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: vec![0; SECONDS_BUCKETS.len() + 1],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        let at = SECONDS_BUCKETS.partition_point(|b| *b < seconds);
+        self.counts[at] += 1;
+        self.sum += seconds;
+        self.count += 1;
+    }
+}
+
+/// Figures the metrics endpoint reads: attempts ended per function, and how long attempts ran
+/// and waited to be placed. Kept whether or not records are (they do not depend on them, but
+/// the histograms are fed from records' times, so they are empty when no record is kept).
+#[derive(Clone, Debug, Default)]
+pub struct TaskFigures {
+    /// Per function: attempts finished and failed (a retried attempt counts as failed).
+    pub ended: Vec<(FunctionName, [u64; 2])>,
+    /// How long attempts ran (handed to their worker until they ended).
+    pub run_time: Histogram,
+    /// How long ready attempts waited for a node and worker.
+    pub scheduling: Histogram,
+}
+
 /// The task event store of one scheduler.
 #[derive(Debug)]
 pub struct TaskEvents {
     /// The bound, in bytes (0: no records are kept).
     cap: usize,
-    rings: HashMap<JobId, Ring>,
+    /// One ring per job that ever had a record (an emptied ring stays: it is a few words).
+    rings: Vec<Ring>,
+    /// Each job's place in `rings`.
+    ring_of: HashMap<JobId, usize>,
+    /// The job of the last record made or changed, and its ring (most changes in a row are of
+    /// one job's tasks: no map lookup for them).
+    last: Option<(JobId, usize)>,
+    /// The function of the last attempt that ended and its counters' place in `figures`.
+    last_ended: Option<(FunctionName, usize)>,
     /// Records held, in all rings.
     held: usize,
     /// Records ever dropped.
     dropped: u64,
     clock: Clock,
+    /// The time of the batch being handled: read from the clock once, at the first change
+    /// after the last scheduling pass (0: not read yet). Changes of one batch share it.
+    now: u64,
+    figures: TaskFigures,
 }
 
 impl Default for TaskEvents {
@@ -101,16 +162,36 @@ impl TaskEvents {
     pub fn with_cap(cap: usize) -> Self {
         TaskEvents {
             cap,
-            rings: HashMap::new(),
+            rings: Vec::new(),
+            ring_of: HashMap::new(),
+            last: None,
+            last_ended: None,
             held: 0,
             dropped: 0,
             clock: no_clock,
+            now: 0,
+            figures: TaskFigures::default(),
         }
     }
 
     /// Stamps records with `clock`'s times.
     pub(crate) fn set_clock(&mut self, clock: Clock) {
         self.clock = clock;
+        self.now = 0;
+    }
+
+    /// The batch's time (one clock reading per batch: a reading costs tens of nanoseconds,
+    /// a task makes four changes, and a batch may hold thousands).
+    fn now(&mut self) -> u64 {
+        if self.now == 0 {
+            self.now = (self.clock)();
+        }
+        self.now
+    }
+
+    /// A batch ended (a scheduling pass ran): the next change reads the clock again.
+    pub(crate) fn batch_ended(&mut self) {
+        self.now = 0;
     }
 
     /// The bound, in bytes.
@@ -136,13 +217,18 @@ impl TaskEvents {
         self.dropped
     }
 
+    /// Attempts ended per function, run times and scheduling waits.
+    pub fn figures(&self) -> &TaskFigures {
+        &self.figures
+    }
+
     /// A new record for an attempt of `spec`, pending its arguments or (`ready`) a node.
     /// Returns its number in its job's ring ([`NO_RECORD`] if the store keeps nothing).
     pub(crate) fn open(&mut self, spec: &TaskSpec, ready: bool) -> u64 {
         if self.cap == 0 {
             return NO_RECORD;
         }
-        let now = (self.clock)();
+        let now = self.now();
         let (kind, actor) = match &spec.actor {
             ActorRole::None => (TaskKind::Normal, TaskId(0)),
             ActorRole::Create(_) => (TaskKind::ActorCreation, spec.id),
@@ -165,7 +251,7 @@ impl TaskEvents {
             kind,
             failure: None,
         };
-        let ring = self.rings.entry(spec.job).or_default();
+        let ring = self.ring(spec.job);
         ring.records.push_back(record);
         let seq = ring.first + ring.records.len() as u64 - 1;
         self.held += 1;
@@ -179,21 +265,52 @@ impl TaskEvents {
     /// argument had failed, its actor was dead, ..).
     pub(crate) fn failed_at_submit(&mut self, spec: &TaskSpec, failure: &Arc<TaskFailure>) {
         let seq = self.open(spec, false);
-        self.failed(spec.job, seq, failure);
+        self.failed(spec, seq, failure);
     }
 
     fn get(&mut self, job: JobId, seq: u64) -> Option<&mut Record> {
         if seq == NO_RECORD {
             return None;
         }
-        let ring = self.rings.get_mut(&job)?;
+        let at = self.ring_index(job)?;
+        let ring = &mut self.rings[at];
         let at = seq.checked_sub(ring.first)?;
         ring.records.get_mut(at as usize)
     }
 
+    /// The place of `job`'s ring, if it has one.
+    fn ring_index(&mut self, job: JobId) -> Option<usize> {
+        match self.last {
+            Some((j, at)) if j == job => Some(at),
+            _ => {
+                let at = *self.ring_of.get(&job)?;
+                self.last = Some((job, at));
+                Some(at)
+            }
+        }
+    }
+
+    /// The ring of `job` (made if it has none).
+    fn ring(&mut self, job: JobId) -> &mut Ring {
+        let at = match self.ring_index(job) {
+            Some(at) => at,
+            None => {
+                self.rings.push(Ring {
+                    job,
+                    ..Ring::default()
+                });
+                let at = self.rings.len() - 1;
+                self.ring_of.insert(job, at);
+                self.last = Some((job, at));
+                at
+            }
+        };
+        &mut self.rings[at]
+    }
+
     /// The attempt's arguments are ready: it waits for a node.
     pub(crate) fn ready(&mut self, job: JobId, seq: u64) {
-        let now = (self.clock)();
+        let now = self.now();
         if let Some(r) = self.get(job, seq) {
             if r.state == TaskStatus::PendingArgsAvail {
                 r.state = TaskStatus::PendingNodeAssignment;
@@ -211,15 +328,17 @@ impl TaskEvents {
 
     /// The attempt was handed to `worker` of `node`.
     pub(crate) fn running(&mut self, job: JobId, seq: u64, node: NodeId, worker: WorkerId) {
-        let now = (self.clock)();
+        let now = self.now();
         if let Some(r) = self.get(job, seq) {
             if r.times[1] == 0 {
                 r.times[1] = now;
             }
+            let waited = now.saturating_sub(r.times[1]);
             r.state = TaskStatus::Running;
             r.node = node;
             r.worker = worker;
             r.times[2] = now;
+            self.figures.scheduling.observe(waited as f64 / 1e6);
         }
     }
 
@@ -243,22 +362,50 @@ impl TaskEvents {
         }
     }
 
-    /// The attempt finished with its values.
-    pub(crate) fn finished(&mut self, job: JobId, seq: u64) {
-        let now = (self.clock)();
-        if let Some(r) = self.get(job, seq) {
-            r.state = TaskStatus::Finished;
-            r.times[3] = now;
-        }
+    /// The attempt of `spec` finished with its values.
+    pub(crate) fn finished(&mut self, spec: &TaskSpec, seq: u64) {
+        self.ended(spec, seq, None);
     }
 
-    /// The attempt failed (retried or not).
-    pub(crate) fn failed(&mut self, job: JobId, seq: u64, failure: &Arc<TaskFailure>) {
-        let now = (self.clock)();
-        if let Some(r) = self.get(job, seq) {
-            r.state = TaskStatus::Failed;
+    /// The attempt of `spec` failed (retried or not).
+    pub(crate) fn failed(&mut self, spec: &TaskSpec, seq: u64, failure: &Arc<TaskFailure>) {
+        self.ended(spec, seq, Some(failure));
+    }
+
+    fn ended(&mut self, spec: &TaskSpec, seq: u64, failure: Option<&Arc<TaskFailure>>) {
+        let at = match &self.last_ended {
+            Some((f, at)) if Arc::ptr_eq(f, &spec.function) => *at,
+            _ => {
+                let at = match self
+                    .figures
+                    .ended
+                    .iter()
+                    .position(|(f, _)| *f == spec.function)
+                {
+                    Some(at) => at,
+                    None => {
+                        self.figures.ended.push((spec.function.clone(), [0; 2]));
+                        self.figures.ended.len() - 1
+                    }
+                };
+                self.last_ended = Some((spec.function.clone(), at));
+                at
+            }
+        };
+        self.figures.ended[at].1[failure.is_some() as usize] += 1;
+        let now = self.now();
+        if let Some(r) = self.get(spec.job, seq) {
+            r.state = match failure {
+                Some(_) => TaskStatus::Failed,
+                None => TaskStatus::Finished,
+            };
             r.times[3] = now;
-            r.failure = Some(failure.clone());
+            r.failure = failure.cloned();
+            let started = r.times[2];
+            if started > 0 {
+                let ran = now.saturating_sub(started);
+                self.figures.run_time.observe(ran as f64 / 1e6);
+            }
         }
     }
 
@@ -266,7 +413,7 @@ impl TaskEvents {
     /// within its bound.
     fn shrink(&mut self) {
         while self.held * Self::RECORD_BYTES > self.cap {
-            let Some(ring) = self.rings.values_mut().max_by_key(|r| r.records.len()) else {
+            let Some(ring) = self.rings.iter_mut().max_by_key(|r| r.records.len()) else {
                 return;
             };
             let n = (ring.records.len() / 8).max(1);
@@ -276,8 +423,6 @@ impl TaskEvents {
             self.held -= n;
             self.dropped += n as u64;
         }
-        self.rings
-            .retain(|_, r| !r.records.is_empty() || r.dropped > 0);
     }
 
     /// The records (or, for a summary, the counts) `q` asks for.
@@ -285,16 +430,16 @@ impl TaskEvents {
         let mut list = TaskList::default();
         let mut counts: HashMap<(String, TaskStatus), u64> = HashMap::new();
         let mut matched: Vec<TaskEvent> = Vec::new();
-        let mut rings: Vec<(&JobId, &Ring)> = self
+        let mut rings: Vec<&Ring> = self
             .rings
             .iter()
-            .filter(|(job, _)| q.job.is_none_or(|j| j == **job))
+            .filter(|r| q.job.is_none_or(|j| j == r.job))
             .collect();
-        rings.sort_by_key(|(job, _)| **job);
-        for (job, ring) in rings {
+        rings.sort_by_key(|r| r.job);
+        for ring in rings {
             list.dropped += ring.dropped;
             for r in &ring.records {
-                let event = r.event(*job);
+                let event = r.event(ring.job);
                 if !q.accepts(&event) {
                     continue;
                 }
@@ -386,9 +531,12 @@ mod tests {
         ev.set_clock(ticks);
         let s = spec(1, 1);
         let seq = ev.open(&s, false);
+        ev.batch_ended();
         ev.ready(s.job, seq);
+        ev.batch_ended();
         ev.running(s.job, seq, NodeId(3), WorkerId(4));
-        ev.finished(s.job, seq);
+        ev.batch_ended();
+        ev.finished(&s, seq);
         let list = ev.query(&TaskQuery::default());
         assert_eq!(list.tasks.len(), 1);
         let e = &list.tasks[0];
@@ -424,8 +572,8 @@ mod tests {
         assert_eq!(flood.dropped + flood.tasks.len() as u64, 1000);
         assert_eq!(flood.tasks.last().map(|e| e.task), Some(TaskId(999)));
         // A record still held is updated in place; a dropped one is ignored.
-        ev.finished(JobId(1), last);
-        ev.finished(JobId(1), 0);
+        ev.finished(&spec(999, 1), last);
+        ev.finished(&spec(0, 1), 0);
         let done = ev.query(&TaskQuery {
             filters: vec![starling_proto::state::Filter::parse("state=FINISHED").unwrap()],
             ..Default::default()
@@ -441,7 +589,7 @@ mod tests {
             let s = spec(i, 1);
             let seq = ev.open(&s, true);
             if i < 3 {
-                ev.finished(s.job, seq);
+                ev.finished(&s, seq);
             }
         }
         let list = ev.query(&TaskQuery {

@@ -701,7 +701,7 @@ fn on_actor_task_done(
                 // The actor holds its creation task's arguments for its restarts: they are let
                 // go when it dies, not now.
                 if let Some(entry) = core.tasks.remove(&task) {
-                    core.events.finished(spec.job, entry.event);
+                    core.events.finished(&spec, entry.event);
                 }
                 core.children.remove(&task);
                 core.stats.succeeded += 1;
@@ -769,7 +769,7 @@ pub(crate) fn retried(core: &mut Core, task: TaskId, next: TaskSpec, kind: Failu
         attempt: e.spec.attempt,
         kind,
     });
-    core.events.failed(e.spec.job, e.event, &failure);
+    core.events.failed(&e.spec, e.event, &failure);
     e.event = core.events.open(&next, false);
     e.spec = Arc::new(next);
 }
@@ -817,7 +817,7 @@ fn finish(
         return;
     }
     if let Some(entry) = core.tasks.remove(&task) {
-        core.events.finished(spec.job, entry.event);
+        core.events.finished(spec, entry.event);
     }
     core.children.remove(&task);
     core.stats.succeeded += 1;
@@ -1097,6 +1097,12 @@ pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usiz
 
 /// Places every placeable ready task. Call once after a batch of events.
 pub fn schedule(core: &mut Core, t: &mut impl Transport) {
+    schedule_pass(core, t);
+    // Changes after this pass belong to the next batch, of another time.
+    core.events.batch_ended();
+}
+
+fn schedule_pass(core: &mut Core, t: &mut impl Transport) {
     for c in 0..core.classes.len() {
         loop {
             let class = &core.classes[c];
@@ -1470,7 +1476,7 @@ pub(crate) fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, k
         attempt: entry.spec.attempt,
         kind,
     });
-    core.events.failed(entry.spec.job, entry.event, &failure);
+    core.events.failed(&entry.spec, entry.event, &failure);
     if !matches!(failure.kind, FailureKind::Cancelled) {
         t.task_failed(entry.spec.job, &failure);
     }
@@ -1511,7 +1517,7 @@ fn settle_failure(
                     attempt: entry.spec.attempt,
                     kind: FailureKind::Upstream(failure.clone()),
                 });
-                core.events.failed(entry.spec.job, entry.event, &f);
+                core.events.failed(&entry.spec, entry.event, &f);
                 release_arguments(core, t, &entry.spec);
                 for ret in entry.spec.return_objects() {
                     work.push((ret, f.clone()));

@@ -329,6 +329,14 @@ impl Cluster {
         if !self.head_args.iter().any(|a| a == "--heartbeat-timeout") {
             cmd.args(["--heartbeat-timeout", "30"]);
         }
+        // Tests run side by side: each head's dashboard on a port of its own.
+        if !self
+            .head_args
+            .iter()
+            .any(|a| a.starts_with("--dashboard-port"))
+        {
+            cmd.args(["--dashboard-port", "0"]);
+        }
         cmd.arg("--data-dir").arg(data_dir).args(&self.head_args);
         if self.tls_ca.is_some() {
             serve_tls(&mut cmd);

@@ -66,6 +66,7 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
     let head = rt
         .block_on(head::serve(HeadConfig {
             max_live_tasks: config.max_live_tasks,
+            task_events_bytes: config.task_events_bytes,
             ..HeadConfig::new(loopback(0), data.join("head"))
         }))
         .map_err(|e| Error::Startup(chain(&e)))?;

@@ -202,6 +202,7 @@ impl Engine {
         }
         let mut core = Core::new();
         core.set_clock(starling_proto::state::now_us);
+        core.set_task_events_cap(config.task_events_bytes);
         core.refuse_task_envs(
             "env_vars need a worker process of their own, and the in-process runtime runs every \
              task on threads of this one process, in its environment: use the local cluster \

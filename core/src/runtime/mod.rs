@@ -48,6 +48,7 @@ pub struct Config {
     pub(crate) token: Option<String>,
     pub(crate) tls_ca: Option<std::path::PathBuf>,
     pub(crate) max_live_tasks: usize,
+    pub(crate) task_events_bytes: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -77,6 +78,7 @@ impl Default for Config {
             token: None,
             tls_ca: None,
             max_live_tasks: starling_head::DEFAULT_MAX_LIVE_TASKS,
+            task_events_bytes: starling_scheduler::events::TaskEvents::DEFAULT_CAP,
         }
     }
 }
@@ -153,6 +155,15 @@ impl Config {
     /// --max-live-tasks`).
     pub fn max_live_tasks(mut self, n: usize) -> Self {
         self.max_live_tasks = n.max(1);
+        self
+    }
+
+    /// Memory for task events (one record per task attempt, read by [`crate::state`]) in the
+    /// in-process runtime or a local cluster's head (default 64 MiB, about 550,000 attempts;
+    /// past it the oldest are dropped; 0 keeps none). A remote head has its own (`starling
+    /// head --task-events`).
+    pub fn task_events(mut self, bytes: usize) -> Self {
+        self.task_events_bytes = bytes;
         self
     }
 

@@ -45,6 +45,18 @@ pub(crate) fn try_all<P, T: TryFrom<P, Error = DecodeError>>(
     items.into_iter().map(T::try_from).collect()
 }
 
+/// Messages this process refused as malformed (they did not decode, or did not convert).
+static MALFORMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Calls this process refused since it started: for a missing or wrong cluster token, and for
+/// a malformed message (the figures of a head's `starling_rpc_errors`).
+pub fn refused_calls() -> (u64, u64) {
+    (
+        crate::security::unauthenticated_calls(),
+        MALFORMED.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
 /// The message of a request or reply that carries nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Empty;
@@ -151,9 +163,13 @@ impl<D: Wire> Decoder for WireDecoder<D> {
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<D>, Status> {
-        let pb = D::Pb::decode(buf).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let malformed = |e: String| {
+            MALFORMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Status::invalid_argument(e)
+        };
+        let pb = D::Pb::decode(buf).map_err(|e| malformed(e.to_string()))?;
         D::from_pb(pb)
             .map(Some)
-            .map_err(|e| Status::invalid_argument(e.to_string()))
+            .map_err(|e| malformed(e.to_string()))
     }
 }

@@ -15,8 +15,11 @@
 // allocation into each call site.
 #![allow(clippy::result_large_err)]
 
+mod dashboard;
 mod files;
+mod http;
 pub mod jobs;
+mod metrics;
 mod numbers;
 mod room;
 mod service;
@@ -88,7 +91,13 @@ pub struct HeadConfig {
     /// Bytes of task events (one record per task attempt, for the state API and the timeline)
     /// the head keeps; past it the oldest are dropped (0: none kept).
     pub task_events_bytes: usize,
+    /// Where to serve the dashboard and `/metrics` over HTTP (TLS when `tls` is set), behind
+    /// the cluster token (`None`: not served). Its address is written to `data_dir/dashboard`.
+    pub dashboard: Option<SocketAddr>,
 }
+
+/// The default dashboard port, as Ray's.
+pub const DEFAULT_DASHBOARD_PORT: u16 = 8265;
 
 /// The default [`HeadConfig::value_budget`]: 2 GiB.
 pub const DEFAULT_VALUE_BUDGET: u64 = 2 << 30;
@@ -115,6 +124,7 @@ impl HeadConfig {
             value_budget: DEFAULT_VALUE_BUDGET,
             max_live_tasks: DEFAULT_MAX_LIVE_TASKS,
             task_events_bytes: starling_scheduler::events::TaskEvents::DEFAULT_CAP,
+            dashboard: None,
         }
     }
 }
@@ -153,6 +163,8 @@ pub struct HeadHandle {
     shutdown: Option<oneshot::Sender<()>>,
     join: Option<JoinHandle<()>>,
     service: HeadService,
+    /// The dashboard's address and its server.
+    dashboard: Option<(SocketAddr, JoinHandle<()>)>,
 }
 
 impl std::fmt::Debug for HeadHandle {
@@ -170,6 +182,11 @@ impl HeadHandle {
     /// The cluster token this head requires.
     pub fn token(&self) -> &Token {
         &self.token
+    }
+
+    /// Where the dashboard and `/metrics` are served, if they are.
+    pub fn dashboard_addr(&self) -> Option<SocketAddr> {
+        self.dashboard.as_ref().map(|(a, _)| *a)
     }
 
     /// The service, for in-process inspection (status).
@@ -201,6 +218,9 @@ impl HeadHandle {
     }
 
     fn stop(&mut self) {
+        if let Some((_, server)) = &self.dashboard {
+            server.abort();
+        }
         self.service.close();
         if let Some(s) = self.shutdown.take() {
             let _ = s.send(());
@@ -260,14 +280,19 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     let _ = std::fs::remove_dir_all(&values_dir);
     let values_dir = starling_proto::dirs::ensure_dir(&values_dir)?;
     head.set_value_budget(config.value_budget, values_dir);
-    let service = HeadService::new(Arc::new(head));
+    let head = Arc::new(head);
+    let service = HeadService::new(head.clone());
     service.spawn_heartbeat_monitor();
-    let token = match config.token {
+    let token = match config.token.clone() {
         Some(t) => t,
         None => Token::generate().map_err(|source| HeadError::DataDir {
             path: "/dev/urandom".into(),
             source,
         })?,
+    };
+    let dashboard = match config.dashboard {
+        Some(bind) => Some(start_dashboard(bind, &config, head.clone(), &token).await?),
+        None => None,
     };
     let (tx, rx) = oneshot::channel::<()>();
     let server = starling_proto::rpc::head_server::HeadServer::new(service.clone())
@@ -308,5 +333,67 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         shutdown: Some(tx),
         join: Some(join),
         service,
+        dashboard,
     })
+}
+
+/// Binds the dashboard's port, writes its address to `data_dir/dashboard` and serves it.
+async fn start_dashboard(
+    bind: SocketAddr,
+    config: &HeadConfig,
+    head: Arc<state::Head>,
+    token: &Token,
+) -> Result<(SocketAddr, JoinHandle<()>), HeadError> {
+    let listener = match TcpListener::bind(bind).await {
+        Ok(l) => l,
+        // The default port is taken (another head on this host): any free one, as written to
+        // the address file and logged.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AddrInUse
+                && bind.port() == DEFAULT_DASHBOARD_PORT =>
+        {
+            let any = SocketAddr::new(bind.ip(), 0);
+            TcpListener::bind(any)
+                .await
+                .map_err(|source| HeadError::Bind { addr: any, source })?
+        }
+        Err(source) => return Err(HeadError::Bind { addr: bind, source }),
+    };
+    let addr = listener
+        .local_addr()
+        .map_err(|source| HeadError::Bind { addr: bind, source })?;
+    let tls = match &config.tls {
+        Some(tls) => Some(http_tls(tls)?),
+        None => None,
+    };
+    let path = config.data_dir.join("dashboard");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    starling_proto::dirs::write_file(&path, format!("{scheme}://{addr}\n").as_bytes())
+        .map_err(|source| HeadError::DataDir { path, source })?;
+    let site = Arc::new(http::Site {
+        head,
+        auth: RequireToken::new(token, String::new()),
+    });
+    Ok((addr, tokio::spawn(http::serve(listener, site, tls))))
+}
+
+/// The TLS acceptor of the HTTP port: the head's own certificate and key.
+fn http_tls(tls: &ServerTls) -> Result<tokio_rustls::TlsAcceptor, HeadError> {
+    use tokio_rustls::rustls;
+    let bad = |why: String| HeadError::Security(SecurityError::Tls(why));
+    let (cert, key) = tls.pem();
+    let certs = rustls_pemfile::certs(&mut &cert[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(format!("cannot read the certificate: {e}")))?;
+    let key = rustls_pemfile::private_key(&mut &key[..])
+        .map_err(|e| bad(format!("cannot read the private key: {e}")))?
+        .ok_or_else(|| bad("no private key in the key file".into()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
