@@ -251,7 +251,15 @@ impl TaskEvents {
             kind,
             failure: None,
         };
+        let most = (self.cap / Self::RECORD_BYTES).max(1);
         let ring = self.ring(spec.job);
+        if ring.records.len() == ring.records.capacity() {
+            // Grown by doubling, but never past the bound: a ring of the bound's size takes
+            // the bound, not the next power of two above it.
+            let len = ring.records.len();
+            let want = (len * 2).clamp(64, most.max(len + 1));
+            ring.records.reserve_exact(want - len);
+        }
         ring.records.push_back(record);
         let seq = ring.first + ring.records.len() as u64 - 1;
         self.held += 1;

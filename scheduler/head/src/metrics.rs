@@ -319,3 +319,94 @@ pub fn render(head: &Head) -> String {
     let _ = prometheus_client::encoding::text::encode(&mut out, &r);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn head(tag: &str) -> (std::path::PathBuf, Head) {
+        let dir = std::env::temp_dir().join(format!("starling-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        starling_proto::dirs::create_dir(&dir).unwrap();
+        let table = crate::jobs::JobFiles::load(&dir).unwrap();
+        let head = Head::new(
+            dir.join("bin"),
+            Some(table),
+            Duration::from_secs(5),
+            64,
+            None,
+        );
+        (dir, head)
+    }
+
+    /// The families `/metrics` declares (`# TYPE name kind`).
+    fn families(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn an_empty_head_declares_every_family_and_ends_as_openmetrics_does() {
+        let (dir, head) = head("metrics-empty");
+        let text = render(&head);
+        let declared = families(&text);
+        for name in [
+            "starling_tasks",
+            "starling_task_run_seconds",
+            "starling_task_scheduling_seconds",
+            "starling_nodes",
+            "starling_jobs",
+            "starling_actors",
+            "starling_rpc_errors",
+            "starling_head_queued_tasks",
+        ] {
+            assert!(declared.iter().any(|d| d == name), "{name} in:\n{text}");
+        }
+        assert!(text.contains("starling_nodes{state=\"ALIVE\"} 0"), "{text}");
+        assert!(text.trim_end().ends_with("# EOF"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_grafana_dashboard_queries_only_metrics_the_head_exports() {
+        let (dir, head) = head("metrics-grafana");
+        let declared = families(&render(&head));
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/grafana/starling.json"
+        );
+        let Ok(dashboard) = std::fs::read_to_string(path) else {
+            // A packaged crate has no deploy/ beside it; the workspace always does.
+            assert!(
+                !std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci")).exists()
+            );
+            return;
+        };
+        let mut queried: Vec<String> = dashboard
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("starling_"))
+            .map(|w| {
+                ["_bucket", "_total", "_sum", "_count"]
+                    .iter()
+                    .fold(w.to_string(), |w, s| {
+                        w.strip_suffix(s).map_or(w.clone(), String::from)
+                    })
+            })
+            .collect();
+        queried.sort();
+        queried.dedup();
+        assert!(queried.len() > 10, "{queried:?}");
+        for q in &queried {
+            assert!(
+                declared.contains(q),
+                "the dashboard queries {q}, which /metrics lacks"
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
