@@ -176,6 +176,10 @@ pub(crate) struct Engine {
     pub(crate) streams: crate::stream::Streams,
     inbox: SegQueue<Event>,
     pending: AtomicUsize,
+    /// Tasks whose values are in the store (a caller may have read them) but whose end is not
+    /// yet posted to the scheduler: the state API waits for none to be left, so a record it
+    /// shows is never older than a value its caller saw.
+    pub(crate) settling: AtomicUsize,
     pub(crate) store: ObjectStore,
     slots: RwLock<Vec<Arc<Slot>>>,
     next_object: AtomicU64,
@@ -217,6 +221,7 @@ impl Engine {
             streams: Default::default(),
             inbox: SegQueue::new(),
             pending: AtomicUsize::new(0),
+            settling: AtomicUsize::new(0),
             store: ObjectStore::new(),
             slots: RwLock::new(Vec::new()),
             next_object: AtomicU64::new(1),
@@ -551,6 +556,12 @@ impl Engine {
         &self,
         q: &starling_proto::state::TaskQuery,
     ) -> starling_proto::state::TaskList {
+        // Ends already visible in the store are posted within microseconds (storing and
+        // posting are back to back on the executor); wait for them, boundedly.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while self.settling.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
         self.pump();
         self.sched.lock().core.task_events().query(q)
     }

@@ -260,6 +260,8 @@ type Settled = (TaskOutcome, Nested);
 /// Tells the scheduler how `task` ended, and which refs its results hold.
 fn report(engine: &Engine, slot: &Slot, task: &TaskSpec, outcome: TaskOutcome, nested: Nested) {
     engine.post(Event::Finished(slot.id, task.id, outcome));
+    // Counted up in `settle`, which every report follows.
+    engine.settling.fetch_sub(1, Ordering::SeqCst);
     for (object, refs) in task.return_objects().zip(&nested) {
         if !refs.is_empty() {
             let ids = refs.iter().map(|h| h.id).collect();
@@ -304,7 +306,11 @@ fn start(
     task: &TaskSpec,
     entry: crate::__private::InvokeAsyncFn,
 ) -> Result<std::pin::Pin<Box<dyn Future<Output = Invoked>>>, Settled> {
-    let blobs = arguments(engine, task).map_err(|outcome| (outcome, Vec::new()))?;
+    let blobs = arguments(engine, task).map_err(|outcome| {
+        // Not settled, but reported: counted as `settle` counts.
+        engine.settling.fetch_add(1, Ordering::SeqCst);
+        (outcome, Vec::new())
+    })?;
     let args = encoded(task, &blobs);
     let owner = engine as *const Engine as usize;
     // Tasks run together hold no GPUs (the scheduler runs those alone).
@@ -319,7 +325,11 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) ->
     // Resolve arguments: inline bytes are borrowed, objects are shared `Blob`s from the store.
     let blobs = match arguments(engine, task) {
         Ok(b) => b,
-        Err(outcome) => return (outcome, Vec::new()),
+        Err(outcome) => {
+            // Not settled, but reported: counted as `settle` counts.
+            engine.settling.fetch_add(1, Ordering::SeqCst);
+            return (outcome, Vec::new());
+        }
     };
     let args = encoded(task, &blobs);
     let invoked = invoke(
@@ -337,6 +347,8 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) ->
 /// Stores what `task` returned (unless it was cancelled meanwhile): how it ended, for the
 /// scheduler, and the refs nested in its results.
 fn settle(engine: &Engine, slot: &Slot, task: &TaskSpec, invoked: Invoked) -> Settled {
+    // Until `report` posts the end, the state API waits for it (see `Engine::settling`).
+    engine.settling.fetch_add(1, Ordering::SeqCst);
     let cancelled = slot.is_cancelled(task.id.0);
     slot.forget_cancel(task.id.0);
     match invoked {
