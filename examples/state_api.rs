@@ -6,7 +6,7 @@
 //! finish, 3 that panic, 2 that fail once and succeed when retried, 1 whose argument failed,
 //! and an actor with 5 calls, then checks, printing `name=ok` for each: the records of each
 //! function (how many, their states, attempts, errors, where they ran and when), filters, a
-//! summary, one task's attempts, the actor's records, and the timeline (Chrome trace JSON with
+//! summary, one task's attempts, the actor's records and listing, and the timeline (Chrome trace JSON with
 //! one slice per attempt that ran). It prints `trace_slices=N` and the ids it made
 //! (`sq_task=T..`) for a test to compare with the command line's view.
 
@@ -191,6 +191,18 @@ fn run(dir: &Path) -> anyhow::Result<()> {
                 == 1
             && calls.iter().all(|e| e.state == TaskStatus::Finished),
         "the actor's creation and 5 calls: {calls:?}"
+    );
+    let tallies = state::list_actors(&["class_name=state_api::Tally"])?;
+    ensure!(
+        tallies.len() == 1 && tallies[0].id == tally.actor().id() && tallies[0].calls_served == 5,
+        "list_actors finds the actor: {tallies:?}"
+    );
+    ensure!(
+        matches!(
+            state::list_actors(&["colour=red"]),
+            Err(starling::Error::InvalidArgument(_))
+        ),
+        "an unknown actor field is refused"
     );
     println!("records=ok");
 

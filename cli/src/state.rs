@@ -389,35 +389,7 @@ pub fn timeline(args: TimelineArgs) -> Result<()> {
 }
 
 fn filtered_actors(actors: Vec<ActorStatus>, filters: &[Filter]) -> Result<Vec<ActorStatus>> {
-    let field = |a: &ActorStatus, key: &str| -> Option<String> {
-        Some(match key {
-            "actor_id" | "id" => a.id.0.to_string(),
-            "class_name" | "class" => a.class_name.clone(),
-            "name" => a.name.clone(),
-            "state" => a.state.clone(),
-            "node_id" | "node" => a.node.map(|n| n.0.to_string()).unwrap_or_default(),
-            "job_id" | "job" => a.job.0.to_string(),
-            _ => return None,
-        })
-    };
-    if let Some(f) = filters
-        .iter()
-        .find(|f| field(&ActorStatus::default(), &f.key).is_none())
-    {
-        bail!(
-            "unknown actor field `{}` in filter `{f}`; known: actor_id, class_name, name, \
-             state, node_id, job_id",
-            f.key
-        );
-    }
-    Ok(actors
-        .into_iter()
-        .filter(|a| {
-            filters
-                .iter()
-                .all(|f| field(a, &f.key).is_some_and(|v| f.accepts(&v)))
-        })
-        .collect())
+    ActorStatus::filter(actors, filters).map_err(anyhow::Error::msg)
 }
 
 /// Rows as aligned columns.

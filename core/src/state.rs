@@ -106,51 +106,16 @@ pub fn timeline(job: Option<JobId>) -> Result<String> {
 }
 
 /// The actors that pass `filters` (`key=value` / `key!=value` on `actor_id`, `class_name`,
-/// `name`, `state`, `node_id`), oldest first (Ray's `list_actors`).
+/// `name`, `state`, `node_id`, `job_id`), oldest first (Ray's `list_actors`).
 pub fn list_actors(filters: &[&str]) -> Result<Vec<ActorInfo>> {
     let filters = filters
         .iter()
         .map(|f| Filter::parse(f).map_err(Error::InvalidArgument))
         .collect::<Result<Vec<_>>>()?;
-    for f in &filters {
-        if !ACTOR_KEYS.contains(&f.key.as_str()) {
-            return Err(Error::InvalidArgument(format!(
-                "unknown actor field `{}` in filter `{f}`; known: actor_id, class_name, name, \
-                 state, node_id",
-                f.key
-            )));
-        }
-    }
-    Ok(crate::actors()?
-        .into_iter()
-        .filter(|a| {
-            filters
-                .iter()
-                .all(|f| actor_field(a, &f.key).is_some_and(|v| f.accepts(&v)))
-        })
-        .collect())
-}
-
-const ACTOR_KEYS: &[&str] = &[
-    "actor_id",
-    "id",
-    "class_name",
-    "class",
-    "name",
-    "state",
-    "node_id",
-    "node",
-];
-
-fn actor_field(a: &ActorInfo, key: &str) -> Option<String> {
-    Some(match key {
-        "actor_id" | "id" => a.id.0.to_string(),
-        "class_name" | "class" => a.class_name.clone(),
-        "name" => a.name.clone(),
-        "state" => a.state.clone(),
-        "node_id" | "node" => a.node.map(|n| n.0.to_string()).unwrap_or_default(),
-        _ => return None,
-    })
+    let all = current_or_init().actor_statuses()?;
+    let kept = starling_proto::status::ActorStatus::filter(all, &filters)
+        .map_err(Error::InvalidArgument)?;
+    Ok(kept.into_iter().map(Into::into).collect())
 }
 
 /// The nodes (Ray's `list_nodes`): as [`crate::nodes`].

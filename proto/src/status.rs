@@ -102,6 +102,46 @@ pub struct ActorStatus {
 }
 
 impl ActorStatus {
+    /// The value of field `key` as text, for filters (`None`: no such field): `actor_id`,
+    /// `class_name`, `name`, `state`, `node_id`, `job_id` (ids as their numbers).
+    pub fn field(&self, key: &str) -> Option<String> {
+        Some(match key {
+            "actor_id" | "id" => self.id.0.to_string(),
+            "class_name" | "class" => self.class_name.clone(),
+            "name" => self.name.clone(),
+            "state" => self.state.clone(),
+            "node_id" | "node" => self.node.map(|n| n.0.to_string()).unwrap_or_default(),
+            "job_id" | "job" => self.job.0.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// The actors of `actors` that pass every filter; an unknown field is an error naming the
+    /// known ones.
+    pub fn filter(
+        actors: Vec<ActorStatus>,
+        filters: &[crate::state::Filter],
+    ) -> Result<Vec<ActorStatus>, String> {
+        if let Some(f) = filters
+            .iter()
+            .find(|f| ActorStatus::default().field(&f.key).is_none())
+        {
+            return Err(format!(
+                "unknown actor field `{}` in filter `{f}`; known: actor_id, class_name, name, \
+                 state, node_id, job_id",
+                f.key
+            ));
+        }
+        Ok(actors
+            .into_iter()
+            .filter(|a| {
+                filters
+                    .iter()
+                    .all(|f| a.field(&f.key).is_some_and(|v| f.accepts(&v)))
+            })
+            .collect())
+    }
+
     /// As one JSON object (Ray's field names: `actor_id`, `class_name`, `state`,
     /// `death_cause`, `num_restarts`, ..).
     pub fn to_json(&self) -> String {

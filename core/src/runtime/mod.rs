@@ -349,11 +349,15 @@ impl Runtime {
 
     /// Every actor (see [`crate::actors`]).
     pub(crate) fn actors(&self) -> Result<Vec<crate::ActorInfo>> {
-        let listed = match &self.backend {
+        Ok(self.actor_statuses()?.into_iter().map(Into::into).collect())
+    }
+
+    /// Every actor, as the status report lists them.
+    pub(crate) fn actor_statuses(&self) -> Result<Vec<starling_proto::status::ActorStatus>> {
+        Ok(match &self.backend {
             Backend::InProcess(e) => e.actors(),
             Backend::Cluster(c) => c.status()?.actors,
-        };
-        Ok(listed.into_iter().map(Into::into).collect())
+        })
     }
 
     /// The task records `q` asks for (see [`crate::state`]).

@@ -322,24 +322,9 @@ pub fn render(head: &Head) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    fn head(tag: &str) -> (std::path::PathBuf, Head) {
-        let dir = std::env::temp_dir().join(format!("starling-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        starling_proto::dirs::create_dir(&dir).unwrap();
-        let table = crate::jobs::JobFiles::load(&dir).unwrap();
-        let head = Head::new(
-            dir.join("bin"),
-            Some(table),
-            Duration::from_secs(5),
-            64,
-            None,
-        );
-        (dir, head)
-    }
+    use crate::state::tests::test_head as head;
 
     /// The families `/metrics` declares (`# TYPE name kind`).
     fn families(text: &str) -> Vec<String> {

@@ -1508,14 +1508,14 @@ pub(crate) fn subscribe(st: &mut State, client: u64, object: ObjectId) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A head that started shutting down takes no new session or node and changes nothing: the
     /// disconnects its own shutdown causes (a node whose stream it closed reattaching, reporting
     /// the entrypoint it then stopped) must not end the jobs it leaves on disk.
     /// A head with its job table in a fresh directory named after `tag`.
-    fn test_head(tag: &str) -> (PathBuf, Head) {
+    pub(crate) fn test_head(tag: &str) -> (PathBuf, Head) {
         let dir = std::env::temp_dir().join(format!("starling-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         starling_proto::dirs::create_dir(&dir).unwrap();
