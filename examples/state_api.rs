@@ -6,7 +6,8 @@
 //! finish, 3 that panic, 2 that fail once and succeed when retried, 1 whose argument failed,
 //! and an actor with 5 calls, then checks, printing `name=ok` for each: the records of each
 //! function (how many, their states, attempts, errors, where they ran and when), filters, a
-//! summary, one task's attempts, the actor's records and listing, and the timeline (Chrome trace JSON with
+//! summary, one task's attempts, the actor's records and listing, a value `put` among the
+//! objects and the actor's worker among the workers, and the timeline (Chrome trace JSON with
 //! one slice per attempt that ran). It prints `trace_slices=N` and the ids it made
 //! (`sq_task=T..`) for a test to compare with the command line's view.
 
@@ -205,6 +206,36 @@ fn run(dir: &Path) -> anyhow::Result<()> {
         "an unknown actor field is refused"
     );
     println!("records=ok");
+
+    // Objects and workers: a value put here, and the actor's worker.
+    let kept = starling::put(vec![7u8; 4096])?;
+    let objects = state::list_objects(
+        &ListOptions::new().filter(&format!("object_id={}", kept.id().as_u64()))?,
+    )?;
+    ensure!(
+        objects.len() == 1
+            && objects[0].state == "READY"
+            && objects[0].size >= 4096
+            && objects[0].handles >= 1,
+        "the put value is listed: {objects:?}"
+    );
+    let workers = state::list_workers(
+        &ListOptions::new().filter(&format!("actor_id={}", tally.actor().id()))?,
+    )?;
+    ensure!(
+        workers.len() == 1 && workers[0].pid > 0,
+        "the actor's worker: {workers:?}"
+    );
+    ensure!(
+        !state::list_workers(&ListOptions::new())?.is_empty(),
+        "workers are listed"
+    );
+    match state::list_objects(&ListOptions::new().filter("colour=red")?) {
+        Err(starling::Error::InvalidArgument(why)) if why.contains("colour") => {}
+        got => bail!("an unknown object field must be refused: {got:?}"),
+    }
+    drop(kept);
+    println!("objects_workers=ok");
 
     // Filters combine; a limit keeps the newest; an unknown field is an error.
     let not_done = state::list_tasks(

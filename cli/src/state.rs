@@ -14,7 +14,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use starling_proto::jobs::{JobInfo, PoolInfo};
 use starling_proto::rpc::Empty;
-use starling_proto::state::{chrome_trace, Filter, TaskEvent, TaskQuery, TaskStatus};
+use starling_proto::state::{
+    chrome_trace, Filter, ObjectRecord, StateList, TaskEvent, TaskQuery, TaskStatus, WorkerRecord,
+};
 use starling_proto::status::{ActorStatus, NodeStatus, StatusReply, StatusRequest};
 use starling_proto::JobId;
 
@@ -43,6 +45,8 @@ pub enum Format {
 pub enum Listed {
     Tasks,
     Actors,
+    Objects,
+    Workers,
     Nodes,
     Jobs,
     Pools,
@@ -54,7 +58,9 @@ pub struct ListArgs {
     what: Listed,
     /// Keep only rows where `key=value` (or `key!=value`); repeat for several (all must pass).
     /// Task keys: task_id, attempt, job_id, name, type, state, parent_task_id, actor_id,
-    /// node_id, worker_id, error_type. Actor keys: actor_id, class_name, name, state, node_id.
+    /// node_id, worker_id, error_type. Actor keys: actor_id, class_name, name, state, node_id,
+    /// job_id. Object keys: object_id, state, node_id. Worker keys: worker_id, node_id, job_id,
+    /// state, actor_id, pid.
     #[arg(long = "filter", short = 'f', value_name = "KEY=VALUE")]
     filters: Vec<String>,
     /// At most this many rows, the newest (0: all).
@@ -73,6 +79,7 @@ pub struct ListArgs {
 pub enum Summarized {
     Tasks,
     Actors,
+    Objects,
 }
 
 #[derive(Args, Debug)]
@@ -153,6 +160,16 @@ fn tasks(opts: &HeadOpts, query: TaskQuery) -> Result<starling_proto::state::Tas
     })
 }
 
+fn state_list(opts: &HeadOpts, query: TaskQuery, workers: bool) -> Result<StateList> {
+    ask(opts, "listing", move |mut head| async move {
+        if workers {
+            head.list_workers(query).await
+        } else {
+            head.list_objects(query).await
+        }
+    })
+}
+
 fn status(opts: &HeadOpts) -> Result<StatusReply> {
     ask(opts, "status", |mut head| async move {
         head.status(StatusRequest::default()).await
@@ -204,6 +221,37 @@ pub fn list(args: ListArgs) -> Result<()> {
             } else {
                 actor_table(&actors)
             }
+        }
+        Listed::Objects | Listed::Workers => {
+            let workers = args.what == Listed::Workers;
+            let list = state_list(
+                &args.head,
+                TaskQuery {
+                    job: args.job.map(JobId),
+                    filters,
+                    limit: args.limit,
+                    summary: false,
+                },
+                workers,
+            )?;
+            let shown = list.objects.len() + list.workers.len();
+            let mut out = if json && workers {
+                json_array(list.workers.iter().map(WorkerRecord::to_json))
+            } else if json {
+                json_array(list.objects.iter().map(ObjectRecord::to_json))
+            } else if workers {
+                worker_table(&list.workers)
+            } else {
+                object_table(&list.objects)
+            };
+            if !json && list.total > shown as u64 {
+                let _ = writeln!(
+                    out,
+                    "({shown} of {} shown, the newest; --limit 0 for all)",
+                    list.total
+                );
+            }
+            out
         }
         Listed::Nodes => {
             no_filters(&filters, "nodes")?;
@@ -297,6 +345,33 @@ pub fn summary(args: SummaryArgs) -> Result<()> {
                 let _ = writeln!(out, "({} older attempts dropped)", list.dropped);
             }
             print!("{out}");
+        }
+        Summarized::Objects => {
+            let list = state_list(
+                &args.head,
+                TaskQuery {
+                    job: args.job.map(JobId),
+                    filters,
+                    limit: 0,
+                    summary: false,
+                },
+                false,
+            )?;
+            let mut counts: std::collections::BTreeMap<(String, String), (u64, u64)> =
+                Default::default();
+            for o in &list.objects {
+                let node = o.node.map_or("-".to_string(), |n| n.to_string());
+                let c = counts.entry((o.state.clone(), node)).or_default();
+                c.0 += 1;
+                c.1 += o.size;
+            }
+            let mut rows = vec![["STATE", "NODE", "OBJECTS", "BYTES"]
+                .map(String::from)
+                .to_vec()];
+            for ((state, node), (n, bytes)) in counts {
+                rows.push(vec![state, node, n.to_string(), bytes.to_string()]);
+            }
+            print!("{}", table(&rows));
         }
         Summarized::Actors => {
             let actors = filtered_actors(status(&args.head)?.actors, &filters)?;
@@ -502,6 +577,54 @@ fn describe_task(e: &TaskEvent) -> String {
         }
     }
     out
+}
+
+fn object_table(objects: &[ObjectRecord]) -> String {
+    let mut rows = vec![[
+        "OBJECT",
+        "STATE",
+        "NODE",
+        "BYTES",
+        "HANDLES",
+        "TASK REFS",
+        "IN VALUES",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for o in objects {
+        rows.push(vec![
+            o.object.to_string(),
+            o.state.clone(),
+            o.node.map_or("-".into(), |n| n.to_string()),
+            o.size.to_string(),
+            o.handles.to_string(),
+            o.task_refs.to_string(),
+            o.nested_in.to_string(),
+        ]);
+    }
+    table(&rows)
+}
+
+fn worker_table(workers: &[WorkerRecord]) -> String {
+    let mut rows = vec![["WORKER", "NODE", "JOB", "STATE", "TASKS", "ACTOR", "PID"]
+        .map(String::from)
+        .to_vec()];
+    for w in workers {
+        rows.push(vec![
+            w.worker.to_string(),
+            w.node.to_string(),
+            w.job.to_string(),
+            w.state.clone(),
+            w.tasks.to_string(),
+            w.actor.map_or("-".into(), |a| a.to_string()),
+            if w.pid == 0 {
+                "-".into()
+            } else {
+                w.pid.to_string()
+            },
+        ]);
+    }
+    table(&rows)
 }
 
 fn actor_table(actors: &[ActorStatus]) -> String {

@@ -8,7 +8,13 @@ mod harness;
 
 use harness::{run_example_alone, Cluster};
 
-const CHECKS: [&str; 4] = ["records", "filters", "summary", "timeline"];
+const CHECKS: [&str; 5] = [
+    "records",
+    "objects_workers",
+    "filters",
+    "summary",
+    "timeline",
+];
 
 fn all_ok(mode: &str, out: &str, err: &str) {
     for check in CHECKS {
@@ -144,6 +150,20 @@ fn head_and_agents_as_processes() {
     let out = c.cli_ok(&["list", "nodes", "--format", "json"]);
     let nodes: Vec<serde_json::Value> = serde_json::from_str(&out).expect("a JSON array");
     c.check(nodes.len() == 2, &format!("two nodes: {out}"));
+
+    // Objects and workers through the head: listed, counted, and an unknown field refused.
+    let out = c.cli_ok(&["summary", "objects"]);
+    c.check(out.starts_with("STATE"), &format!("summary objects: {out}"));
+    let (status, _, stderr) = c.cli(&["list", "objects", "--filter", "colour=red"]);
+    c.check(
+        !status.success() && stderr.contains("unknown object field `colour`"),
+        &format!("an unknown object field: {stderr}"),
+    );
+    let (status, _, stderr) = c.cli(&["list", "workers", "--filter", "colour=red"]);
+    c.check(
+        !status.success() && stderr.contains("unknown worker field `colour`"),
+        &format!("an unknown worker field: {stderr}"),
+    );
 
     // Without the token the head answers nothing.
     let (status, _, stderr) = harness::output_within(

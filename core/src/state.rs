@@ -24,7 +24,8 @@
 //! ```
 
 pub use starling_proto::state::{
-    chrome_trace, Filter, TaskCount, TaskEvent, TaskKind, TaskQuery, TaskStatus,
+    chrome_trace, Filter, ObjectRecord, TaskCount, TaskEvent, TaskKind, TaskQuery, TaskStatus,
+    WorkerRecord,
 };
 
 use crate::error::{Error, Result};
@@ -45,8 +46,9 @@ impl ListOptions {
 
     /// Adds a filter, `key=value` or `key!=value` (Ray's `("state", "=", "FAILED")`). Task
     /// fields: `task_id`, `attempt`, `job_id`, `name`, `type`, `state`, `parent_task_id`,
-    /// `actor_id`, `node_id`, `worker_id`, `error_type`. An unknown field is an error when
-    /// the list is asked for.
+    /// `actor_id`, `node_id`, `worker_id`, `error_type` (objects' and workers' fields: see
+    /// [`list_objects`], [`list_workers`]). An unknown field is an error when the list is
+    /// asked for.
     pub fn filter(mut self, filter: &str) -> Result<Self> {
         let f = Filter::parse(filter).map_err(Error::InvalidArgument)?;
         self.query.filters.push(f);
@@ -116,6 +118,24 @@ pub fn list_actors(filters: &[&str]) -> Result<Vec<ActorInfo>> {
     let kept = starling_proto::status::ActorStatus::filter(all, &filters)
         .map_err(Error::InvalidArgument)?;
     Ok(kept.into_iter().map(Into::into).collect())
+}
+
+/// The objects the scheduler tracks that pass `options` (filters on `object_id`, `state`:
+/// `PENDING`, `READY`, `FAILED`, `RELEASED`, and `node_id`), in id order, the newest `limit`
+/// (Ray's `list_objects`).
+pub fn list_objects(options: &ListOptions) -> Result<Vec<ObjectRecord>> {
+    Ok(current_or_init()
+        .list_state(options.query.clone(), false)?
+        .objects)
+}
+
+/// The workers that pass `options` (filters on `worker_id`, `node_id`, `job_id`, `state`:
+/// `IDLE`, `BUSY`, `BLOCKED`, `DRAINING`, `actor_id`, `pid`), in id order (Ray's
+/// `list_workers`). In-process, a worker is an executor thread.
+pub fn list_workers(options: &ListOptions) -> Result<Vec<WorkerRecord>> {
+    Ok(current_or_init()
+        .list_state(options.query.clone(), true)?
+        .workers)
 }
 
 /// The nodes (Ray's `list_nodes`): as [`crate::nodes`].

@@ -430,6 +430,138 @@ pub struct TaskList {
     pub summary: Vec<TaskCount>,
 }
 
+/// One object the scheduler tracks (Ray's `ray list objects`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectRecord {
+    pub object: crate::ObjectId,
+    /// `PENDING` (its task has not finished), `READY`, `FAILED` or `RELEASED` (its value is
+    /// gone; its task can make it again).
+    pub state: String,
+    /// Where its value is (READY only).
+    pub node: Option<NodeId>,
+    /// Its encoded size in bytes (READY only).
+    pub size: u64,
+    /// Handles held by drivers and workers, tasks that take it as an argument, and stored
+    /// values that hold a ref to it: while any is above zero it stays.
+    pub handles: u32,
+    pub task_refs: u32,
+    pub nested_in: u32,
+}
+
+impl ObjectRecord {
+    /// The value of field `key` as text, for filters.
+    pub fn field(&self, key: &str) -> Option<String> {
+        Some(match key {
+            "object_id" | "id" => self.object.0.to_string(),
+            "state" => self.state.clone(),
+            "node_id" | "node" => self.node.map(|n| n.0.to_string()).unwrap_or_default(),
+            _ => return None,
+        })
+    }
+
+    /// As one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"object_id\":{},\"state\":{},\"node_id\":{},\"size_bytes\":{},\
+             \"handles\":{},\"task_refs\":{},\"nested_in\":{}}}",
+            json_string(&self.object.to_string()),
+            json_string(&self.state),
+            self.node
+                .map_or("null".into(), |n| json_string(&n.to_string())),
+            self.size,
+            self.handles,
+            self.task_refs,
+            self.nested_in
+        )
+    }
+}
+
+/// One worker (a worker process of a node; in-process, an executor thread).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerRecord {
+    pub worker: WorkerId,
+    pub node: NodeId,
+    /// The job whose tasks it runs.
+    pub job: JobId,
+    /// `IDLE`, `BUSY`, `BLOCKED` (its tasks wait in `get`, its CPUs lent) or `DRAINING` (its
+    /// connection is gone; it is being removed).
+    pub state: String,
+    /// Tasks handed to it and not finished.
+    pub tasks: u32,
+    /// The actor it belongs to, if any.
+    pub actor: Option<TaskId>,
+    /// Its process id (0: unknown, or a thread).
+    pub pid: u32,
+}
+
+impl WorkerRecord {
+    /// The value of field `key` as text, for filters.
+    pub fn field(&self, key: &str) -> Option<String> {
+        Some(match key {
+            "worker_id" | "id" => self.worker.0.to_string(),
+            "node_id" | "node" => self.node.0.to_string(),
+            "job_id" | "job" => self.job.0.to_string(),
+            "state" => self.state.clone(),
+            "actor_id" | "actor" => self.actor.map(|a| a.0.to_string()).unwrap_or_default(),
+            "pid" => self.pid.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// As one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"worker_id\":{},\"node_id\":{},\"job_id\":{},\"state\":{},\"tasks\":{},\
+             \"actor_id\":{},\"pid\":{}}}",
+            json_string(&self.worker.to_string()),
+            json_string(&self.node.to_string()),
+            json_string(&self.job.to_string()),
+            json_string(&self.state),
+            self.tasks,
+            self.actor
+                .map_or("null".into(), |a| json_string(&a.to_string())),
+            self.pid
+        )
+    }
+}
+
+/// Keeps the rows that pass every filter (by `field`), the newest `limit` of them (0: all);
+/// an unknown field is an error naming `what`. Returns them and how many passed.
+pub fn select<T>(
+    rows: Vec<T>,
+    filters: &[Filter],
+    limit: u32,
+    what: &str,
+    field: impl Fn(&T, &str) -> Option<String>,
+    blank: &T,
+) -> Result<(Vec<T>, u64), String> {
+    if let Some(f) = filters.iter().find(|f| field(blank, &f.key).is_none()) {
+        return Err(format!("unknown {what} field `{}` in filter `{f}`", f.key));
+    }
+    let mut kept: Vec<T> = rows
+        .into_iter()
+        .filter(|r| {
+            filters
+                .iter()
+                .all(|f| field(r, &f.key).is_some_and(|v| f.accepts(&v)))
+        })
+        .collect();
+    let total = kept.len() as u64;
+    if limit > 0 && kept.len() > limit as usize {
+        kept.drain(..kept.len() - limit as usize);
+    }
+    Ok((kept, total))
+}
+
+/// The answer to a listing of objects or workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StateList {
+    pub objects: Vec<ObjectRecord>,
+    pub workers: Vec<WorkerRecord>,
+    /// How many passed the filters (more than listed when the limit cut).
+    pub total: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,20 @@ const HEAD: &[(&str, &str, &str, &str, &str)] = &[
         "state::TaskList",
         "-",
     ),
+    (
+        "list_objects",
+        "ListObjects",
+        "state::TaskQuery",
+        "state::StateList",
+        "-",
+    ),
+    (
+        "list_workers",
+        "ListWorkers",
+        "state::TaskQuery",
+        "state::StateList",
+        "-",
+    ),
 ];
 
 const OBJECT_SERVICE: &[(&str, &str, &str, &str, &str)] = &[(

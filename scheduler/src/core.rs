@@ -369,6 +369,63 @@ impl Core {
         out
     }
 
+    /// Every object tracked, in id order (Ray's `list objects`).
+    pub fn object_records(&self) -> Vec<starling_proto::state::ObjectRecord> {
+        let mut out: Vec<_> = self
+            .objects
+            .iter()
+            .map(|(id, o)| {
+                let (state, node, size) = match &o.state {
+                    crate::ObjectState::Pending => ("PENDING", None, 0),
+                    crate::ObjectState::Ready { node, size } => ("READY", Some(*node), *size),
+                    crate::ObjectState::Failed(_) => ("FAILED", None, 0),
+                    crate::ObjectState::Released => ("RELEASED", None, 0),
+                };
+                starling_proto::state::ObjectRecord {
+                    object: *id,
+                    state: state.to_string(),
+                    node,
+                    size,
+                    handles: o.handles,
+                    task_refs: o.task_refs,
+                    nested_in: o.nested_in,
+                }
+            })
+            .collect();
+        out.sort_by_key(|o| o.object);
+        out
+    }
+
+    /// Every worker, in id order (process ids unknown here: 0).
+    pub fn worker_records(&self) -> Vec<starling_proto::state::WorkerRecord> {
+        let mut out: Vec<_> = self
+            .workers
+            .iter()
+            .map(|(id, w)| {
+                let state = if w.draining {
+                    "DRAINING"
+                } else if w.blocked {
+                    "BLOCKED"
+                } else if w.tasks.is_empty() {
+                    "IDLE"
+                } else {
+                    "BUSY"
+                };
+                starling_proto::state::WorkerRecord {
+                    worker: *id,
+                    node: self.nodes[w.node].id,
+                    job: w.job,
+                    state: state.to_string(),
+                    tasks: w.tasks.len() as u32,
+                    actor: w.actor,
+                    pid: 0,
+                }
+            })
+            .collect();
+        out.sort_by_key(|w| w.worker);
+        out
+    }
+
     /// Counters.
     pub fn stats(&self) -> CoreStats {
         self.stats

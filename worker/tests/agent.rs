@@ -86,6 +86,18 @@ impl head_server::Head for FakeHead {
     ) -> Result<Response<starling_proto::state::TaskList>, Status> {
         Err(Status::unimplemented("fake head"))
     }
+    async fn list_objects(
+        &self,
+        _: Request<starling_proto::state::TaskQuery>,
+    ) -> Result<Response<starling_proto::state::StateList>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
+    async fn list_workers(
+        &self,
+        _: Request<starling_proto::state::TaskQuery>,
+    ) -> Result<Response<starling_proto::state::StateList>, Status> {
+        Err(Status::unimplemented("fake head"))
+    }
 
     type SessionStream = BoxStream<HeadBatch>;
     type AttachStream = BoxStream<HeadToNodeBatch>;

@@ -566,6 +566,28 @@ impl Engine {
         self.sched.lock().core.task_events().query(q)
     }
 
+    /// Every object or (`workers`) every executor, after handling every queued event.
+    pub fn state_records(
+        &self,
+        workers: bool,
+    ) -> (
+        Vec<starling_proto::state::ObjectRecord>,
+        Vec<starling_proto::state::WorkerRecord>,
+    ) {
+        self.pump();
+        let g = self.sched.lock();
+        if workers {
+            let pid = std::process::id();
+            let mut w = g.core.worker_records();
+            for r in &mut w {
+                r.pid = pid;
+            }
+            (Vec::new(), w)
+        } else {
+            (g.core.object_records(), Vec::new())
+        }
+    }
+
     /// The live actor named `name`, after handling every queued event (a creation this thread
     /// submitted is known).
     pub fn actor_named(&self, name: &str) -> Option<TaskId> {

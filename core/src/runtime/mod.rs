@@ -347,6 +347,78 @@ impl Runtime {
         }
     }
 
+    /// The objects or (`workers`) workers `q` selects (see [`crate::state`]).
+    pub(crate) fn list_state(
+        &self,
+        q: starling_proto::state::TaskQuery,
+        workers: bool,
+    ) -> Result<starling_proto::state::StateList> {
+        use starling_proto::state::{select, ObjectRecord, StateList, WorkerRecord};
+        // Unknown fields are refused here, whichever backend would list.
+        let known = if workers {
+            select(
+                Vec::new(),
+                &q.filters,
+                0,
+                "worker",
+                WorkerRecord::field,
+                &WorkerRecord::default(),
+            )
+            .map(|_| ())
+        } else {
+            select(
+                Vec::new(),
+                &q.filters,
+                0,
+                "object",
+                ObjectRecord::field,
+                &ObjectRecord::default(),
+            )
+            .map(|_| ())
+        };
+        known.map_err(crate::Error::InvalidArgument)?;
+        match &self.backend {
+            Backend::InProcess(e) => {
+                let (objects, all_workers) = e.state_records(workers);
+                let bad = crate::Error::InvalidArgument;
+                if workers {
+                    let blank = WorkerRecord::default();
+                    let (workers, total) = select(
+                        all_workers,
+                        &q.filters,
+                        q.limit,
+                        "worker",
+                        WorkerRecord::field,
+                        &blank,
+                    )
+                    .map_err(bad)?;
+                    Ok(StateList {
+                        workers,
+                        total,
+                        ..Default::default()
+                    })
+                } else {
+                    let blank = ObjectRecord::default();
+                    let (objects, total) = select(
+                        objects,
+                        &q.filters,
+                        q.limit,
+                        "object",
+                        ObjectRecord::field,
+                        &blank,
+                    )
+                    .map_err(bad)?;
+                    Ok(StateList {
+                        objects,
+                        total,
+                        ..Default::default()
+                    })
+                }
+            }
+            Backend::Cluster(c) => c.list_state(q, workers),
+        }
+    }
+
     /// Every actor (see [`crate::actors`]).
     pub(crate) fn actors(&self) -> Result<Vec<crate::ActorInfo>> {
         Ok(self.actor_statuses()?.into_iter().map(Into::into).collect())

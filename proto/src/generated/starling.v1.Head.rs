@@ -524,6 +524,54 @@ pub mod head_client {
                 .insert(GrpcMethod::new("starling.v1.Head", "ListTasks"));
             self.inner.unary(req, path, codec).await
         }
+        pub async fn list_objects(
+            &mut self,
+            request: impl tonic::IntoRequest<crate::state::TaskQuery>,
+        ) -> std::result::Result<
+            tonic::Response<crate::state::StateList>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::rpc::WireCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/starling.v1.Head/ListObjects",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("starling.v1.Head", "ListObjects"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn list_workers(
+            &mut self,
+            request: impl tonic::IntoRequest<crate::state::TaskQuery>,
+        ) -> std::result::Result<
+            tonic::Response<crate::state::StateList>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::rpc::WireCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/starling.v1.Head/ListWorkers",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("starling.v1.Head", "ListWorkers"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -661,6 +709,20 @@ pub mod head_server {
             &self,
             request: tonic::Request<crate::state::TaskQuery>,
         ) -> std::result::Result<tonic::Response<crate::state::TaskList>, tonic::Status>;
+        async fn list_objects(
+            &self,
+            request: tonic::Request<crate::state::TaskQuery>,
+        ) -> std::result::Result<
+            tonic::Response<crate::state::StateList>,
+            tonic::Status,
+        >;
+        async fn list_workers(
+            &self,
+            request: tonic::Request<crate::state::TaskQuery>,
+        ) -> std::result::Result<
+            tonic::Response<crate::state::StateList>,
+            tonic::Status,
+        >;
     }
     #[derive(Debug)]
     pub struct HeadServer<T> {
@@ -1607,6 +1669,92 @@ pub mod head_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListTasksSvc(inner);
+                        let codec = crate::rpc::WireCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/starling.v1.Head/ListObjects" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListObjectsSvc<T: Head>(pub Arc<T>);
+                    impl<T: Head> tonic::server::UnaryService<crate::state::TaskQuery>
+                    for ListObjectsSvc<T> {
+                        type Response = crate::state::StateList;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<crate::state::TaskQuery>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Head>::list_objects(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListObjectsSvc(inner);
+                        let codec = crate::rpc::WireCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/starling.v1.Head/ListWorkers" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListWorkersSvc<T: Head>(pub Arc<T>);
+                    impl<T: Head> tonic::server::UnaryService<crate::state::TaskQuery>
+                    for ListWorkersSvc<T> {
+                        type Response = crate::state::StateList;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<crate::state::TaskQuery>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Head>::list_workers(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListWorkersSvc(inner);
                         let codec = crate::rpc::WireCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -1085,6 +1085,51 @@ pub struct TaskCount {
     pub count: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ObjectRecord {
+    #[prost(uint64, tag = "1")]
+    pub object: u64,
+    #[prost(string, tag = "2")]
+    pub state: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "3")]
+    pub node: u64,
+    #[prost(uint64, tag = "4")]
+    pub size: u64,
+    #[prost(uint32, tag = "5")]
+    pub handles: u32,
+    #[prost(uint32, tag = "6")]
+    pub task_refs: u32,
+    #[prost(uint32, tag = "7")]
+    pub nested_in: u32,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct WorkerRecord {
+    #[prost(uint64, tag = "1")]
+    pub worker: u64,
+    #[prost(uint64, tag = "2")]
+    pub node: u64,
+    #[prost(uint64, tag = "3")]
+    pub job: u64,
+    #[prost(string, tag = "4")]
+    pub state: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "5")]
+    pub tasks: u32,
+    #[prost(uint64, tag = "6")]
+    pub actor: u64,
+    #[prost(uint32, tag = "7")]
+    pub pid: u32,
+}
+/// Objects or workers, as `starling list objects|workers` asks (a TaskQuery's job, filters and
+/// limit select them).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StateList {
+    #[prost(message, repeated, tag = "1")]
+    pub objects: ::prost::alloc::vec::Vec<ObjectRecord>,
+    #[prost(message, repeated, tag = "2")]
+    pub workers: ::prost::alloc::vec::Vec<WorkerRecord>,
+    #[prost(uint64, tag = "3")]
+    pub total: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TaskList {
     #[prost(message, repeated, tag = "1")]
     pub tasks: ::prost::alloc::vec::Vec<TaskEvent>,

@@ -2,12 +2,16 @@
 
 use super::wire;
 use crate::pb;
-use crate::state::{Filter, TaskCount, TaskEvent, TaskKind, TaskList, TaskQuery, TaskStatus};
+use crate::state::{
+    Filter, ObjectRecord, StateList, TaskCount, TaskEvent, TaskKind, TaskList, TaskQuery,
+    TaskStatus, WorkerRecord,
+};
 use crate::wire::DecodeError;
-use crate::{JobId, NodeId, TaskId, WorkerId};
+use crate::{JobId, NodeId, ObjectId, TaskId, WorkerId};
 
 wire!(TaskQuery => pb::TaskQuery);
 wire!(try TaskList => pb::TaskList);
+wire!(StateList => pb::StateList);
 
 fn status_code(s: TaskStatus) -> u32 {
     TaskStatus::ALL.iter().position(|x| *x == s).unwrap_or(0) as u32
@@ -171,6 +175,74 @@ impl TryFrom<pb::TaskList> for TaskList {
     }
 }
 
+impl From<StateList> for pb::StateList {
+    fn from(l: StateList) -> Self {
+        pb::StateList {
+            objects: l
+                .objects
+                .into_iter()
+                .map(|o| pb::ObjectRecord {
+                    object: o.object.0,
+                    state: o.state,
+                    node: o.node.map_or(0, |n| n.0),
+                    size: o.size,
+                    handles: o.handles,
+                    task_refs: o.task_refs,
+                    nested_in: o.nested_in,
+                })
+                .collect(),
+            workers: l
+                .workers
+                .into_iter()
+                .map(|w| pb::WorkerRecord {
+                    worker: w.worker.0,
+                    node: w.node.0,
+                    job: w.job.0,
+                    state: w.state,
+                    tasks: w.tasks,
+                    actor: w.actor.map_or(0, |a| a.0),
+                    pid: w.pid,
+                })
+                .collect(),
+            total: l.total,
+        }
+    }
+}
+
+impl From<pb::StateList> for StateList {
+    fn from(l: pb::StateList) -> Self {
+        StateList {
+            objects: l
+                .objects
+                .into_iter()
+                .map(|o| ObjectRecord {
+                    object: ObjectId(o.object),
+                    state: o.state,
+                    node: id(o.node).map(NodeId),
+                    size: o.size,
+                    handles: o.handles,
+                    task_refs: o.task_refs,
+                    nested_in: o.nested_in,
+                })
+                .collect(),
+            workers: l
+                .workers
+                .into_iter()
+                .map(|w| WorkerRecord {
+                    worker: WorkerId(w.worker),
+                    node: NodeId(w.node),
+                    job: JobId(w.job),
+                    state: w.state,
+                    tasks: w.tasks,
+                    actor: id(w.actor).map(TaskId),
+                    pid: w.pid,
+                })
+                .collect(),
+            total: l.total,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +286,31 @@ mod tests {
             summary: true,
         };
         assert_eq!(TaskQuery::from_bytes(&q.clone().to_bytes()).unwrap(), q);
+        let objects = StateList {
+            objects: vec![ObjectRecord {
+                object: ObjectId(9),
+                state: "READY".into(),
+                node: Some(NodeId(2)),
+                size: 100,
+                handles: 1,
+                task_refs: 2,
+                nested_in: 0,
+            }],
+            workers: vec![WorkerRecord {
+                worker: WorkerId(3),
+                node: NodeId(1),
+                job: JobId(4),
+                state: "BUSY".into(),
+                tasks: 2,
+                actor: Some(TaskId(5)),
+                pid: 77,
+            }],
+            total: 2,
+        };
+        assert_eq!(
+            StateList::from_bytes(&objects.clone().to_bytes()).unwrap(),
+            objects
+        );
         let mut bad = pb::TaskList::from(list);
         bad.tasks[0].state = 99;
         assert!(TaskList::from_pb(bad).is_err());

@@ -13,7 +13,7 @@ use starling_proto::node::{HeadToNodeBatch, NodeBatch, NodeOp};
 use starling_proto::rpc::{head_server, Empty};
 use starling_proto::security::Scope;
 use starling_proto::session::{ClientBatch, ClientOp, HeadBatch, Hello};
-use starling_proto::state::{TaskList, TaskQuery};
+use starling_proto::state::{StateList, TaskList, TaskQuery};
 use starling_proto::status::{
     ActorNameReply, ActorNameRequest, PendingReply, PendingRequest, StatusReply, StatusRequest,
 };
@@ -610,6 +610,46 @@ impl head_server::Head for HeadService {
             tokio::task::spawn_blocking(move || head.state.lock().core.task_events().query(&query))
                 .await
                 .map_err(|e| Status::internal(format!("the task query failed: {e}")))?;
+        Ok(Response::new(list))
+    }
+
+    async fn list_objects(
+        &self,
+        request: Request<TaskQuery>,
+    ) -> Result<Response<StateList>, Status> {
+        self.list_state(request, false).await
+    }
+
+    async fn list_workers(
+        &self,
+        request: Request<TaskQuery>,
+    ) -> Result<Response<StateList>, Status> {
+        self.list_state(request, true).await
+    }
+}
+
+impl HeadService {
+    /// Objects or (`workers`) workers, within what the caller's credential may see.
+    async fn list_state(
+        &self,
+        request: Request<TaskQuery>,
+        workers: bool,
+    ) -> Result<Response<StateList>, Status> {
+        let scope = Scope::of(&request);
+        let mut query = request.into_inner();
+        if let Scope::Job(job) = scope {
+            if query.job.is_some_and(|j| j != job) {
+                return Err(Status::permission_denied(format!(
+                    "a credential of job {job} cannot list another job's objects or workers"
+                )));
+            }
+            query.job = Some(job);
+        }
+        let head = self.head.clone();
+        let list = tokio::task::spawn_blocking(move || head.list_state(&query, workers))
+            .await
+            .map_err(|e| Status::internal(format!("the listing failed: {e}")))?
+            .map_err(Status::invalid_argument)?;
         Ok(Response::new(list))
     }
 }

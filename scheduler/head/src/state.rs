@@ -192,7 +192,7 @@ impl Outbox {
     }
 
     /// The node, job and process id of `worker`'s process, while its session is open.
-    fn process_of(&self, worker: WorkerId) -> Option<(NodeId, JobId, u32)> {
+    pub(crate) fn process_of(&self, worker: WorkerId) -> Option<(NodeId, JobId, u32)> {
         let c = self.clients.get(self.worker_client.get(&worker)?)?;
         Some((c.node, c.job, c.pid))
     }
@@ -1193,6 +1193,58 @@ impl Head {
         // Asked by object: a later return of a task with several is made by that task.
         let task = g.core.task_of(ObjectId(task.0));
         g.core.pending_reason(task)
+    }
+
+    /// The objects or (`workers`) the workers that `q` selects; a job's credential (`job`)
+    /// sees its own job's only.
+    pub fn list_state(
+        &self,
+        q: &starling_proto::state::TaskQuery,
+        workers: bool,
+    ) -> Result<starling_proto::state::StateList, String> {
+        use starling_proto::state::{select, ObjectRecord, StateList, WorkerRecord};
+        let g = self.state.lock();
+        let job = q.job;
+        if workers {
+            let mut all = g.core.worker_records();
+            for w in &mut all {
+                w.pid = g.out.process_of(w.worker).map_or(0, |p| p.2);
+            }
+            all.retain(|w| job.is_none_or(|j| j == w.job));
+            let (workers, total) = select(
+                all,
+                &q.filters,
+                q.limit,
+                "worker",
+                WorkerRecord::field,
+                &WorkerRecord::default(),
+            )?;
+            Ok(StateList {
+                workers,
+                total,
+                ..Default::default()
+            })
+        } else {
+            let mut all = g.core.object_records();
+            if let Some(job) = job {
+                all.retain(|o| {
+                    g.session_jobs.get(&starling_proto::session_of(o.object.0)) == Some(&job)
+                });
+            }
+            let (objects, total) = select(
+                all,
+                &q.filters,
+                q.limit,
+                "object",
+                ObjectRecord::field,
+                &ObjectRecord::default(),
+            )?;
+            Ok(StateList {
+                objects,
+                total,
+                ..Default::default()
+            })
+        }
     }
 
     /// The job that made object `id` (`None`: no session of this head made it).

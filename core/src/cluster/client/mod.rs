@@ -30,7 +30,7 @@ use starling_proto::security::{AuthChannel, Credentials, SILENCE_LIMIT};
 use starling_proto::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, RunTask, Value, Welcome,
 };
-use starling_proto::state::{TaskList, TaskQuery};
+use starling_proto::state::{StateList, TaskList, TaskQuery};
 use starling_proto::status::{ActorNameRequest, PendingRequest, StatusReply, StatusRequest};
 use starling_proto::{
     FailureKind, JobId, NodeId, ObjectId, TaskArg, TaskFailure, TaskId, WorkerId, COUNTER_MASK,
@@ -765,6 +765,17 @@ impl Client {
     /// The head's task records that `q` asks for.
     pub fn list_tasks(&self, q: TaskQuery) -> Result<TaskList> {
         self.unary(move |mut head| async move { head.list_tasks(q).await })
+    }
+
+    /// The head's objects or (`workers`) workers that `q` selects.
+    pub fn list_state(&self, q: TaskQuery, workers: bool) -> Result<StateList> {
+        self.unary(move |mut head| async move {
+            if workers {
+                head.list_workers(q).await
+            } else {
+                head.list_objects(q).await
+            }
+        })
     }
 
     /// One unary call to the head on a channel of its own, waited for here.
