@@ -15,7 +15,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use starling_proto::jobs::{JobInfo, PoolInfo};
 use starling_proto::rpc::Empty;
 use starling_proto::state::{
-    chrome_trace, Filter, ObjectRecord, StateList, TaskEvent, TaskQuery, TaskStatus, WorkerRecord,
+    chrome_trace, json_array, Filter, ObjectRecord, StateList, TaskEvent, TaskQuery, TaskStatus,
+    WorkerRecord,
 };
 use starling_proto::status::{ActorStatus, NodeStatus, StatusReply, StatusRequest};
 use starling_proto::JobId;
@@ -191,7 +192,7 @@ pub fn list(args: ListArgs) -> Result<()> {
                 },
             )?;
             if json {
-                json_array(list.tasks.iter().map(TaskEvent::to_json))
+                json_lines(list.tasks.iter().map(TaskEvent::to_json))
             } else {
                 let mut out = task_table(&list.tasks);
                 if list.total > list.tasks.len() as u64 {
@@ -217,7 +218,7 @@ pub fn list(args: ListArgs) -> Result<()> {
             let actors = filtered_actors(status(&args.head)?.actors, &filters)?;
             let actors = newest(actors, args.limit);
             if json {
-                json_array(actors.iter().map(ActorStatus::to_json))
+                json_lines(actors.iter().map(ActorStatus::to_json))
             } else {
                 actor_table(&actors)
             }
@@ -236,9 +237,9 @@ pub fn list(args: ListArgs) -> Result<()> {
             )?;
             let shown = list.objects.len() + list.workers.len();
             let mut out = if json && workers {
-                json_array(list.workers.iter().map(WorkerRecord::to_json))
+                json_lines(list.workers.iter().map(WorkerRecord::to_json))
             } else if json {
-                json_array(list.objects.iter().map(ObjectRecord::to_json))
+                json_lines(list.objects.iter().map(ObjectRecord::to_json))
             } else if workers {
                 worker_table(&list.workers)
             } else {
@@ -257,7 +258,7 @@ pub fn list(args: ListArgs) -> Result<()> {
             no_filters(&filters, "nodes")?;
             let nodes = status(&args.head)?.nodes;
             if json {
-                json_array(nodes.iter().map(NodeStatus::to_json))
+                json_lines(nodes.iter().map(NodeStatus::to_json))
             } else {
                 node_table(&nodes)
             }
@@ -269,7 +270,7 @@ pub fn list(args: ListArgs) -> Result<()> {
             })?;
             let jobs = newest(jobs, args.limit);
             if json {
-                json_array(jobs.iter().map(JobInfo::to_json))
+                json_lines(jobs.iter().map(JobInfo::to_json))
             } else {
                 job_table(&jobs)
             }
@@ -280,7 +281,7 @@ pub fn list(args: ListArgs) -> Result<()> {
                 head.list_pools(Empty).await
             })?;
             if json {
-                json_array(pools.iter().map(PoolInfo::to_json))
+                json_lines(pools.iter().map(PoolInfo::to_json))
             } else {
                 pool_table(&pools)
             }
@@ -469,31 +470,12 @@ fn filtered_actors(actors: Vec<ActorStatus>, filters: &[Filter]) -> Result<Vec<A
 
 /// Rows as aligned columns.
 fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(c, s)| format!("{s:<w$}", w = widths[c]))
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-    }
-    out
+    crate::status::columns(rows, "")
 }
 
-fn json_array(items: impl Iterator<Item = String>) -> String {
-    let items: Vec<String> = items.collect();
-    format!("[{}]\n", items.join(",\n"))
+/// JSON values as one array, on a line of its own.
+fn json_lines(items: impl Iterator<Item = String>) -> String {
+    json_array(items) + "\n"
 }
 
 /// A duration in microseconds, short.
@@ -653,36 +635,7 @@ fn actor_table(actors: &[ActorStatus]) -> String {
 }
 
 fn node_table(nodes: &[NodeStatus]) -> String {
-    let mut rows = vec![[
-        "NODE",
-        "ADDRESS",
-        "STATE",
-        "POOL",
-        "WORKERS",
-        "CPU (free/total)",
-        "STORE (memory, spilled, objects)",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for n in nodes {
-        rows.push(vec![
-            n.id.to_string(),
-            n.address.clone(),
-            if n.alive { "ALIVE" } else { "DEAD" }.into(),
-            if n.pool.is_empty() {
-                "-".into()
-            } else {
-                n.pool.clone()
-            },
-            n.workers.to_string(),
-            format!("{}/{}", n.available.get("CPU"), n.total.get("CPU")),
-            format!(
-                "{}, {}, {}",
-                n.store.memory_bytes, n.store.spilled_bytes, n.store.objects
-            ),
-        ]);
-    }
-    table(&rows)
+    table(&crate::status::node_rows(nodes))
 }
 
 fn job_table(jobs: &[JobInfo]) -> String {

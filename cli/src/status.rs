@@ -11,7 +11,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::security::{AuthChannel, Credentials};
-use starling_proto::status::{StatusReply, StatusRequest};
+use starling_proto::status::{NodeStatus, StatusReply, StatusRequest};
 use starling_proto::ResourceSet;
 
 use crate::parse;
@@ -114,53 +114,8 @@ pub fn render(head: &str, r: &StatusReply) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "head {head}");
     let _ = writeln!(out, "nodes: {alive} alive, {} dead", r.nodes.len() - alive);
-    let mut rows = vec![[
-        "NODE",
-        "ADDRESS",
-        "POOL",
-        "STATE",
-        "WORKERS",
-        "RESOURCES (used/total)",
-        "STORE (memory, spilled, objects)",
-    ]
-    .map(String::from)];
-    for n in &r.nodes {
-        let store = n.store;
-        rows.push([
-            format!("N{}", n.id.0),
-            n.address.clone(),
-            if n.pool.is_empty() {
-                "default".into()
-            } else {
-                n.pool.clone()
-            },
-            if n.alive { "alive" } else { "dead" }.into(),
-            n.workers.to_string(),
-            resources(&n.total, &n.available),
-            format!(
-                "{}, {}, {}",
-                parse::human_bytes(store.memory_bytes),
-                parse::human_bytes(store.spilled_bytes),
-                store.objects
-            ),
-        ]);
-    }
     if !r.nodes.is_empty() {
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|c| {
-                rows.iter()
-                    .map(|row| row[c].chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        for row in &rows {
-            let mut line = String::from(" ");
-            for (cell, w) in row.iter().zip(&widths) {
-                let _ = write!(line, " {cell:<w$} ");
-            }
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
+        out.push_str(&columns(&node_rows(&r.nodes), "  "));
     }
     let _ = writeln!(
         out,
@@ -211,6 +166,67 @@ pub fn render(head: &str, r: &StatusReply) -> String {
         parse::human_bytes(r.head_store_bytes),
         parse::human_bytes(r.head_spilled_bytes)
     );
+    out
+}
+
+/// The nodes as table rows, a header first (`starling status`, `starling list nodes`).
+pub fn node_rows(nodes: &[NodeStatus]) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "NODE",
+        "ADDRESS",
+        "POOL",
+        "STATE",
+        "WORKERS",
+        "RESOURCES (used/total)",
+        "STORE (memory, spilled, objects)",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for n in nodes {
+        let store = n.store;
+        rows.push(vec![
+            format!("N{}", n.id.0),
+            n.address.clone(),
+            if n.pool.is_empty() {
+                "default".into()
+            } else {
+                n.pool.clone()
+            },
+            if n.alive { "alive" } else { "dead" }.into(),
+            n.workers.to_string(),
+            resources(&n.total, &n.available),
+            format!(
+                "{}, {}, {}",
+                parse::human_bytes(store.memory_bytes),
+                parse::human_bytes(store.spilled_bytes),
+                store.objects
+            ),
+        ]);
+    }
+    rows
+}
+
+/// Rows as aligned columns, two spaces apart, each line after `indent`.
+pub fn columns(rows: &[Vec<String>], indent: &str) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| format!("{s:<w$}", w = widths[c]))
+            .collect();
+        let _ = writeln!(out, "{indent}{}", cells.join("  ").trim_end());
+    }
     out
 }
 

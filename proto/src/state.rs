@@ -204,6 +204,12 @@ impl TaskEvent {
     }
 }
 
+/// JSON values (each already encoded) as one JSON array.
+pub fn json_array(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    format!("[{}]", items.join(","))
+}
+
 /// `s` as a JSON string literal.
 pub fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -560,6 +566,50 @@ pub struct StateList {
     pub workers: Vec<WorkerRecord>,
     /// How many passed the filters (more than listed when the limit cut).
     pub total: u64,
+}
+
+impl StateList {
+    /// The `objects` (or, `of_workers`, the `workers`) that pass `q`'s filters, the newest
+    /// `q.limit`; an unknown field is an error naming the kind. With no rows, it checks the
+    /// filters alone.
+    pub fn select(
+        objects: Vec<ObjectRecord>,
+        workers: Vec<WorkerRecord>,
+        q: &TaskQuery,
+        of_workers: bool,
+    ) -> Result<StateList, String> {
+        if of_workers {
+            let blank = WorkerRecord::default();
+            let (workers, total) = select(
+                workers,
+                &q.filters,
+                q.limit,
+                "worker",
+                WorkerRecord::field,
+                &blank,
+            )?;
+            Ok(StateList {
+                workers,
+                total,
+                ..Default::default()
+            })
+        } else {
+            let blank = ObjectRecord::default();
+            let (objects, total) = select(
+                objects,
+                &q.filters,
+                q.limit,
+                "object",
+                ObjectRecord::field,
+                &blank,
+            )?;
+            Ok(StateList {
+                objects,
+                total,
+                ..Default::default()
+            })
+        }
+    }
 }
 
 #[cfg(test)]

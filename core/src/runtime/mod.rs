@@ -353,67 +353,15 @@ impl Runtime {
         q: starling_proto::state::TaskQuery,
         workers: bool,
     ) -> Result<starling_proto::state::StateList> {
-        use starling_proto::state::{select, ObjectRecord, StateList, WorkerRecord};
+        use starling_proto::state::StateList;
         // Unknown fields are refused here, whichever backend would list.
-        let known = if workers {
-            select(
-                Vec::new(),
-                &q.filters,
-                0,
-                "worker",
-                WorkerRecord::field,
-                &WorkerRecord::default(),
-            )
-            .map(|_| ())
-        } else {
-            select(
-                Vec::new(),
-                &q.filters,
-                0,
-                "object",
-                ObjectRecord::field,
-                &ObjectRecord::default(),
-            )
-            .map(|_| ())
-        };
-        known.map_err(crate::Error::InvalidArgument)?;
+        StateList::select(Vec::new(), Vec::new(), &q, workers)
+            .map_err(crate::Error::InvalidArgument)?;
         match &self.backend {
             Backend::InProcess(e) => {
                 let (objects, all_workers) = e.state_records(workers);
-                let bad = crate::Error::InvalidArgument;
-                if workers {
-                    let blank = WorkerRecord::default();
-                    let (workers, total) = select(
-                        all_workers,
-                        &q.filters,
-                        q.limit,
-                        "worker",
-                        WorkerRecord::field,
-                        &blank,
-                    )
-                    .map_err(bad)?;
-                    Ok(StateList {
-                        workers,
-                        total,
-                        ..Default::default()
-                    })
-                } else {
-                    let blank = ObjectRecord::default();
-                    let (objects, total) = select(
-                        objects,
-                        &q.filters,
-                        q.limit,
-                        "object",
-                        ObjectRecord::field,
-                        &blank,
-                    )
-                    .map_err(bad)?;
-                    Ok(StateList {
-                        objects,
-                        total,
-                        ..Default::default()
-                    })
-                }
+                StateList::select(objects, all_workers, &q, workers)
+                    .map_err(crate::Error::InvalidArgument)
             }
             Backend::Cluster(c) => c.list_state(q, workers),
         }

@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 
-use starling_proto::state::{json_string, Filter, TaskQuery, TaskStatus};
+use starling_proto::state::{json_array, json_string, Filter, TaskQuery, TaskStatus};
 use starling_proto::JobId;
 
 use crate::http::{Request, Response};
@@ -60,24 +60,19 @@ fn bad(why: &str) -> Response {
     )
 }
 
-fn array(items: impl Iterator<Item = String>) -> String {
-    let items: Vec<String> = items.collect();
-    format!("[{}]", items.join(","))
-}
-
 /// The page or JSON answer for `path` (`None`: no such page).
 pub(crate) fn page(head: &Head, path: &str, request: &Request) -> Option<Response> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     Some(match parts.as_slice() {
         [""] | ["index.html"] => Response::new(200, "text/html; charset=utf-8", APP),
         ["api", "overview"] => json(overview(head)),
-        ["api", "nodes"] => json(array(
+        ["api", "nodes"] => json(json_array(
             head.status(JobId(0)).nodes.iter().map(|n| n.to_json()),
         )),
-        ["api", "actors"] => json(array(
+        ["api", "actors"] => json(json_array(
             head.status(JobId(0)).actors.iter().map(|a| a.to_json()),
         )),
-        ["api", "jobs"] => json(array(
+        ["api", "jobs"] => json(json_array(
             head.state.lock().jobs.list().iter().map(|j| j.to_json()),
         )),
         ["api", "jobs", id] => {
@@ -95,7 +90,7 @@ pub(crate) fn page(head: &Head, path: &str, request: &Request) -> Option<Respons
             };
             job_log(head, id, request)?
         }
-        ["api", "pools"] => json(array(
+        ["api", "pools"] => json(json_array(
             head.state.lock().jobs.pools().iter().map(|p| p.to_json()),
         )),
         ["api", "tasks"] => match tasks(head, request) {
@@ -114,7 +109,7 @@ pub(crate) fn page(head: &Head, path: &str, request: &Request) -> Option<Respons
             let list = head.state.lock().core.task_events().query(&q);
             json(format!(
                 "{{\"attempts\":{},\"dropped\":{}}}",
-                array(list.tasks.iter().map(|e| e.to_json())),
+                json_array(list.tasks.iter().map(|e| e.to_json())),
                 list.dropped
             ))
         }
@@ -124,7 +119,7 @@ pub(crate) fn page(head: &Head, path: &str, request: &Request) -> Option<Respons
                 ..Default::default()
             };
             let list = head.state.lock().core.task_events().query(&q);
-            json(array(list.summary.iter().map(|c| {
+            json(json_array(list.summary.iter().map(|c| {
                 format!(
                     "{{\"name\":{},\"state\":{},\"count\":{}}}",
                     json_string(&c.name),
@@ -185,7 +180,7 @@ fn tasks(head: &Head, request: &Request) -> Result<String, String> {
         "{{\"total\":{},\"dropped\":{},\"tasks\":{}}}",
         list.total,
         list.dropped,
-        array(list.tasks.iter().rev().map(|e| e.to_json()))
+        json_array(list.tasks.iter().rev().map(|e| e.to_json()))
     ))
 }
 
@@ -225,7 +220,7 @@ fn overview(head: &Head) -> String {
          \"failed\":{},\"retried\":{},\"reconstructed\":{},\"live\":{},\"objects\":{},\
          \"head_store_bytes\":{},\"records\":{held},\"records_dropped\":{dropped}}},\
          \"actors\":{{{}}},\"jobs\":{}}}",
-        array(status.nodes.iter().map(|n| n.to_json())),
+        json_array(status.nodes.iter().map(|n| n.to_json())),
         status.submitted,
         status.succeeded,
         status.failed,
@@ -235,7 +230,7 @@ fn overview(head: &Head) -> String {
         status.objects,
         status.head_store_bytes,
         actors.join(","),
-        array(jobs.iter().rev().take(20).map(|j| j.to_json())),
+        json_array(jobs.iter().rev().take(20).map(|j| j.to_json())),
     )
 }
 

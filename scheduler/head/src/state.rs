@@ -1202,49 +1202,24 @@ impl Head {
         q: &starling_proto::state::TaskQuery,
         workers: bool,
     ) -> Result<starling_proto::state::StateList, String> {
-        use starling_proto::state::{select, ObjectRecord, StateList, WorkerRecord};
         let g = self.state.lock();
         let job = q.job;
+        let (mut objects, mut all_workers) = (Vec::new(), Vec::new());
         if workers {
-            let mut all = g.core.worker_records();
-            for w in &mut all {
+            all_workers = g.core.worker_records();
+            for w in &mut all_workers {
                 w.pid = g.out.process_of(w.worker).map_or(0, |p| p.2);
             }
-            all.retain(|w| job.is_none_or(|j| j == w.job));
-            let (workers, total) = select(
-                all,
-                &q.filters,
-                q.limit,
-                "worker",
-                WorkerRecord::field,
-                &WorkerRecord::default(),
-            )?;
-            Ok(StateList {
-                workers,
-                total,
-                ..Default::default()
-            })
+            all_workers.retain(|w| job.is_none_or(|j| j == w.job));
         } else {
-            let mut all = g.core.object_records();
+            objects = g.core.object_records();
             if let Some(job) = job {
-                all.retain(|o| {
+                objects.retain(|o| {
                     g.session_jobs.get(&starling_proto::session_of(o.object.0)) == Some(&job)
                 });
             }
-            let (objects, total) = select(
-                all,
-                &q.filters,
-                q.limit,
-                "object",
-                ObjectRecord::field,
-                &ObjectRecord::default(),
-            )?;
-            Ok(StateList {
-                objects,
-                total,
-                ..Default::default()
-            })
         }
+        starling_proto::state::StateList::select(objects, all_workers, q, workers)
     }
 
     /// The job that made object `id` (`None`: no session of this head made it).
