@@ -208,10 +208,17 @@ fn run(dir: &Path) -> anyhow::Result<()> {
     println!("records=ok");
 
     // Objects and workers: a value put here, and the actor's worker.
+    // A cluster driver's `put` reaches the head on its session stream and a listing is a
+    // call of its own, so the listing may run first (Ray's state API is eventually
+    // consistent too): poll, boundedly, until the value is listed.
     let kept = starling::put(vec![7u8; 4096])?;
-    let objects = state::list_objects(
-        &ListOptions::new().filter(&format!("object_id={}", kept.id().as_u64()))?,
-    )?;
+    let only_kept = ListOptions::new().filter(&format!("object_id={}", kept.id().as_u64()))?;
+    let deadline = std::time::Instant::now() + LONG;
+    let mut objects = state::list_objects(&only_kept)?;
+    while objects.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        objects = state::list_objects(&only_kept)?;
+    }
     ensure!(
         objects.len() == 1
             && objects[0].state == "READY"

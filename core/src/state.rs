@@ -9,6 +9,11 @@
 //! `--task-events`, 64 MiB by default: about half a million attempts); older ones are dropped
 //! and counted.
 //!
+//! Listings are consistent with what the caller has read: a task whose value it got is
+//! listed as ended. What a cluster driver only sent (a `put`, a submit) reaches the head on
+//! its session stream while a listing is a call of its own, so it may show up a moment later
+//! (as in Ray, whose state API is eventually consistent).
+//!
 //! ```no_run
 //! use starling::state::{self, ListOptions};
 //! # fn main() -> anyhow::Result<()> {
