@@ -8,14 +8,17 @@
 //! function (how many, their states, attempts, errors, where they ran and when), filters, a
 //! summary, one task's attempts, the actor's records and listing, a value `put` among the
 //! objects and the actor's worker among the workers, and the timeline (Chrome trace JSON with
-//! one slice per attempt that ran). It prints `trace_slices=N` and the ids it made
-//! (`sq_task=T..`) for a test to compare with the command line's view.
+//! one slice per attempt that ran), and what tasks, the actor and a node logged
+//! (`state::log`: on clusters read from the node's log files; in-process there are none). It
+//! prints `trace_slices=N` and the ids it made (`sq_task=T..`) for a test to compare with the
+//! command line's view; with `--hold FILE` it then keeps a task's value (`held_task=T..`) and
+//! runs on until FILE exists.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
-use starling::state::{self, ListOptions, TaskKind, TaskStatus};
+use starling::state::{self, ListOptions, LogSource, TaskKind, TaskStatus};
 use starling::ObjectRef;
 
 const LONG: Duration = Duration::from_secs(60);
@@ -23,6 +26,12 @@ const LONG: Duration = Duration::from_secs(60);
 #[starling::remote]
 fn sq(x: u64) -> u64 {
     x * x
+}
+
+/// The task whose value `--hold` keeps.
+#[starling::remote]
+fn held(x: u64) -> u64 {
+    x
 }
 
 #[starling::remote]
@@ -46,6 +55,14 @@ fn after_boom(x: u64) -> u64 {
     x + 1
 }
 
+/// Prints a line on each of stdout and stderr.
+#[starling::remote]
+fn shout(x: u64) -> u64 {
+    println!("shout {x}");
+    eprintln!("warn {x}");
+    x
+}
+
 pub struct Tally {
     n: u64,
 }
@@ -58,6 +75,7 @@ impl Tally {
 
     fn add(&mut self, by: u64) -> u64 {
         self.n += by;
+        println!("tally {}", self.n);
         self.n
     }
 }
@@ -285,6 +303,9 @@ fn run(dir: &Path) -> anyhow::Result<()> {
     );
     println!("summary=ok");
 
+    logs(&tally)?;
+    println!("logs=ok");
+
     // The timeline: one slice per attempt that ran, on its node's and worker's row.
     let trace = state::timeline(None)?;
     let json: serde_json::Value = serde_json::from_str(&trace).context("the trace is JSON")?;
@@ -300,8 +321,9 @@ fn run(dir: &Path) -> anyhow::Result<()> {
                 .is_some_and(|n| n.starts_with("state_api::"))
         })
         .collect();
-    // sq 20, boom 3, flaky 4, the actor's creation and 5 calls; after_boom never ran.
-    ensure!(slices.len() == 33, "33 slices, got {}", slices.len());
+    // sq 20, boom 3, flaky 4, shout 2, the actor's creation and 5 calls; after_boom never
+    // ran.
+    ensure!(slices.len() == 35, "35 slices, got {}", slices.len());
     for s in &slices {
         ensure!(
             s["dur"].as_u64().is_some()
@@ -320,10 +342,91 @@ fn run(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads `source`'s log until it holds every one of `want` (a task's output reaches its log
+/// file through its node's pump, maybe just after its value came back), within `LONG`.
+fn log_with(source: LogSource, want: &[&str]) -> anyhow::Result<String> {
+    let mut log = state::log(source)?;
+    let mut text = String::new();
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        text.push_str(&String::from_utf8_lossy(&log.read()?));
+        if want.iter().all(|w| text.contains(w)) {
+            return Ok(text);
+        }
+        ensure!(
+            !log.ended() && std::time::Instant::now() < deadline,
+            "{source:?}: the log lacks one of {want:?}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn logs(tally: &TallyHandle) -> anyhow::Result<()> {
+    let shouts: Vec<ObjectRef<u64>> = (1..=2).map(shout::remote).collect();
+    ensure!(starling::get_all_timeout(&shouts, LONG)? == vec![1, 2]);
+    let one = shouts[0].id().task();
+    println!("shout_task={one}");
+    println!("tally_actor={}", tally.actor().id());
+    if starling::nodes()?.iter().any(|n| n.address == "in-process") {
+        // One process: tasks print to this program's own output, and no file holds it.
+        match state::log(LogSource::Task(one)) {
+            Err(starling::Error::NoLog(why)) if why.contains("in-process") => return Ok(()),
+            got => bail!("in-process there is no log to read: {got:?}"),
+        }
+    }
+    // A task's own lines, both streams, tagged; nothing of the task beside it.
+    let text = log_with(
+        LogSource::Task(one),
+        &[
+            &format!("[{one}] out|shout 1"),
+            &format!("[{one}] err|warn 1"),
+        ],
+    )?;
+    ensure!(
+        text.lines().all(|l| l.starts_with(&format!("[{one}] "))),
+        "only task {one}'s lines:\n{text}"
+    );
+    // The actor's process: every call's line.
+    let text = log_with(
+        LogSource::Actor(tally.actor().id()),
+        &["tally 1\n", "tally 15"],
+    )?;
+    ensure!(text.contains("out|tally 6"), "{text}");
+    // A node agent's own log: the worker processes it started.
+    let node = state::list_tasks(&ListOptions::new().filter(&format!("task_id={one}"))?)?
+        .last()
+        .and_then(|e| e.node)
+        .context("the shout task's node")?;
+    let mut agent = state::log(LogSource::Node(node))?;
+    let text = String::from_utf8_lossy(&agent.read()?).into_owned();
+    ensure!(
+        text.contains(&format!("registered as {node}")),
+        "node {node}'s agent log:\n{text}"
+    );
+    ensure!(!agent.ended(), "a node's log goes on while the node is up");
+    match state::log(LogSource::Task(starling::TaskId(u64::MAX >> 1))) {
+        Err(starling::Error::NoLog(why)) if why.contains("no record") => {}
+        got => bail!("a task never submitted has no log: {got:?}"),
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let _rt = starling_examples::runtime_from_args()?;
     let dir = scratch()?;
     let outcome = run(&dir);
     let _ = std::fs::remove_dir_all(&dir);
-    outcome
+    outcome?;
+    // `--hold FILE`: keep a task's value (and this driver) until FILE exists, so that a test
+    // can look at a live object from outside.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--hold") {
+        let file = args.get(i + 1).context("--hold takes a file")?;
+        let kept = held::remote(7);
+        ensure!(starling::get_timeout(&kept, LONG)? == 7);
+        println!("held_task={}", kept.id().task());
+        starling_examples::wait_for_file(Path::new(file), Duration::from_secs(300))?;
+        drop(kept);
+    }
+    Ok(())
 }

@@ -308,49 +308,18 @@ fn wait(job: &Job, timeout: Option<Duration>) -> Result<()> {
 fn logs(job: &Job, instance: u32, follow: bool, raw: bool) -> Result<()> {
     let mut offset = 0;
     let mut out = std::io::stdout().lock();
-    // With --raw: the start of a line not complete yet.
-    let mut partial = Vec::new();
+    let mut printer = crate::logs::Printer::new(raw);
     loop {
         let (data, next, ended) = job.logs_from(instance, offset)?;
-        if raw {
-            partial.extend_from_slice(&data);
-            let complete = partial
-                .iter()
-                .rposition(|b| *b == b'\n')
-                .map_or(0, |i| i + 1);
-            let rest = partial.split_off(complete);
-            for line in partial.split_inclusive(|b| *b == b'\n') {
-                out.write_all(untagged(line))?;
-            }
-            partial = rest;
-            if data.is_empty() && (!follow || ended) {
-                out.write_all(untagged(&partial))?;
-            }
-        } else {
-            out.write_all(&data)?;
-        }
-        out.flush()?;
+        printer.write(&mut out, &data)?;
         offset = next;
         if data.is_empty() {
             if !follow || ended {
+                printer.finish(&mut out)?;
                 return Ok(());
             }
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(crate::logs::FOLLOW_POLL);
         }
-    }
-}
-
-/// A log line without its `[T42] out|` / `[-] err|` tag (other lines as they are).
-fn untagged(line: &[u8]) -> &[u8] {
-    if line.first() != Some(&b'[') {
-        return line;
-    }
-    let Some(close) = line.iter().position(|b| *b == b']') else {
-        return line;
-    };
-    match line.get(close + 1..) {
-        Some(rest) if rest.starts_with(b" out|") || rest.starts_with(b" err|") => &rest[5..],
-        _ => line,
     }
 }
 

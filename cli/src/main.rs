@@ -5,6 +5,8 @@
 //! - `starling status --head ADDR`: print the head's nodes, task counters and objects.
 //! - `starling job submit|status|wait|logs|list|cancel|delete`: multi-node jobs.
 //! - `starling pool create|list|describe|delete`: compute pools.
+//! - `starling list|summary|get|timeline|logs`: the state API (tasks, actors, objects,
+//!   workers, nodes, jobs, pools) and what tasks, actors and nodes logged.
 //! - `starling info`: start an in-process runtime and report what this build offers.
 //!
 //! Client commands take the head from `--head` or, without it, from `STARLING_HEAD` (the same
@@ -15,6 +17,7 @@
 mod auth;
 mod head;
 mod job;
+mod logs;
 mod parse;
 mod state;
 mod status;
@@ -61,6 +64,8 @@ enum Command {
     /// Show one task (every attempt, with times, node, worker, error and backtrace), actor or
     /// node.
     Get(state::GetArgs),
+    /// Print what a task, an actor or a node agent logged, from the node where it ran.
+    Logs(logs::LogsArgs),
     /// Write the tasks that ran as a Chrome trace (chrome://tracing, Perfetto): one row per
     /// worker process, one slice per task.
     Timeline(state::TimelineArgs),
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
         Command::Summary(args) => state::summary(args),
         Command::Get(args) => state::get(args),
         Command::Timeline(args) => state::timeline(args),
+        Command::Logs(args) => logs::logs(args),
         Command::Info { threads } => info(threads),
     };
     match outcome {

@@ -31,9 +31,9 @@ pub struct HeadOpts {
     head: Option<String>,
     /// Seconds to wait for the head's answer.
     #[arg(long, value_name = "SECS", value_parser = parse::seconds, default_value = "10", global = true)]
-    timeout: Duration,
+    pub timeout: Duration,
     #[command(flatten)]
-    auth: crate::auth::AuthArgs,
+    pub auth: crate::auth::AuthArgs,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -59,9 +59,9 @@ pub struct ListArgs {
     what: Listed,
     /// Keep only rows where `key=value` (or `key!=value`); repeat for several (all must pass).
     /// Task keys: task_id, attempt, job_id, name, type, state, parent_task_id, actor_id,
-    /// node_id, worker_id, error_type. Actor keys: actor_id, class_name, name, state, node_id,
-    /// job_id. Object keys: object_id, state, node_id. Worker keys: worker_id, node_id, job_id,
-    /// state, actor_id, pid.
+    /// node_id, worker_id, worker_pid, error_type. Actor keys: actor_id, class_name, name,
+    /// state, node_id, job_id. Object keys: object_id, state, node_id. Worker keys: worker_id,
+    /// node_id, job_id, state, actor_id, pid.
     #[arg(long = "filter", short = 'f', value_name = "KEY=VALUE")]
     filters: Vec<String>,
     /// At most this many rows, the newest (0: all).
@@ -104,6 +104,9 @@ pub enum GetCommand {
     Task { id: String },
     /// One actor.
     Actor { id: String },
+    /// One object: its state, size, where its value is (its holder), who refers to it, and the
+    /// task that made it.
+    Object { id: String },
     /// One node.
     Node { id: String },
 }
@@ -129,7 +132,7 @@ pub struct TimelineArgs {
 }
 
 /// Runs one call on the head the options name.
-fn ask<T, F, Fut>(opts: &HeadOpts, what: &str, f: F) -> Result<T>
+pub fn ask<T, F, Fut>(opts: &HeadOpts, what: &str, f: F) -> Result<T>
 where
     F: FnOnce(
         starling_proto::rpc::head_client::HeadClient<starling_proto::security::AuthChannel>,
@@ -393,7 +396,7 @@ pub fn summary(args: SummaryArgs) -> Result<()> {
 }
 
 /// An id given as `T42` or `42`.
-fn id_arg(s: &str) -> Result<u64> {
+pub fn id_arg(s: &str) -> Result<u64> {
     s.trim_start_matches(|c: char| c.is_ascii_alphabetic())
         .parse()
         .with_context(|| format!("`{s}` is not an id (a number, or one with its letter: T42)"))
@@ -430,6 +433,33 @@ pub fn get(args: GetArgs) -> Result<()> {
             print!("{}", actor_table(std::slice::from_ref(a)));
             if !a.cause.is_empty() {
                 println!("cause: {}", a.cause);
+            }
+        }
+        GetCommand::Object { id } => {
+            let id = id_arg(id)?;
+            let by_id = |key: &str| TaskQuery {
+                filters: vec![Filter::parse(&format!("{key}={id}")).expect("well-formed")],
+                ..Default::default()
+            };
+            let list = state_list(&args.head, by_id("object_id"), false)?;
+            let Some(o) = list.objects.first() else {
+                bail!(
+                    "no object {} at the head: never made, freed with its last reference, or \
+                     another job's",
+                    starling_proto::ObjectId(id)
+                );
+            };
+            print!("{}", object_table(std::slice::from_ref(o)));
+            // A task's (first) return object has the task's number; a `put` has no task.
+            match tasks(&args.head, by_id("task_id"))?.tasks.last() {
+                Some(t) => println!(
+                    "made by task {} ({}, attempt {}, {})",
+                    t.task,
+                    t.short_name(),
+                    t.attempt,
+                    t.state.as_str()
+                ),
+                None => println!("made by a put, or by a task whose records were dropped"),
             }
         }
         GetCommand::Node { id } => {

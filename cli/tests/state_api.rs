@@ -2,18 +2,20 @@
 //! fail, are retried and fail upstream, plus an actor's calls, and checks the records, filters,
 //! summary and timeline against them, printing `name=ok` per check. With a head and agents as
 //! separate processes the command line is checked too: `starling list tasks`, `summary tasks`,
-//! `get task`, `timeline`, and that the head refuses them without its token.
+//! `get task`, `get object`, `timeline`, `logs --task|--actor|--node`, and that the head
+//! refuses them without its token.
 
 mod harness;
 
 use harness::{run_example_alone, Cluster};
 
-const CHECKS: [&str; 5] = [
+const CHECKS: [&str; 6] = [
     "records",
     "objects_workers",
     "filters",
     "summary",
     "timeline",
+    "logs",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {
@@ -39,13 +41,14 @@ fn local_cluster() {
 
 #[test]
 fn head_and_agents_as_processes() {
-    let c = Cluster::start("state-api", 2);
-    let (status, p, stdout) = c.run_status("state_api", &[]);
-    c.check(
-        status.success(),
-        &format!("state_api exited with {status}:\n{stdout}"),
-    );
-    all_ok("cluster", &stdout, "");
+    let mut c = Cluster::start("state-api", 2);
+    // The payload runs its checks, then holds a value until told to go.
+    let go = c.dir.join("go");
+    let stdout = c.spawn_payload("state_api", &["--hold", go.to_str().expect("utf-8 path")]);
+    let held = c.wait_line(&stdout, "held_task=", "the payload holds a value");
+    let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+    all_ok("cluster", &text, "");
+    let p = harness::Payload::of("state_api", &text);
 
     // `list tasks` as JSON: the 20 finished squares, with where they ran.
     let out = c.cli_ok(&[
@@ -120,7 +123,8 @@ fn head_and_agents_as_processes() {
         &format!("get task {flaky}: both attempts: {out}"),
     );
 
-    // The timeline: Chrome trace JSON, one slice per attempt that ran.
+    // The timeline: Chrome trace JSON, one slice per attempt that ran (the held task's came
+    // after the payload drew its own).
     let trace = c.dir.join("trace.json");
     c.cli_ok(&["timeline", "-o", trace.to_str().expect("utf-8 path")]);
     let text = std::fs::read_to_string(&trace).expect("the trace file");
@@ -133,7 +137,7 @@ fn head_and_agents_as_processes() {
             e["ph"] == "X"
                 && e["name"]
                     .as_str()
-                    .is_some_and(|n| n.starts_with("state_api::"))
+                    .is_some_and(|n| n.starts_with("state_api::") && n != "state_api::held")
         })
         .count();
     c.check(
@@ -165,6 +169,51 @@ fn head_and_agents_as_processes() {
         &format!("an unknown worker field: {stderr}"),
     );
 
+    // Logs, from the node where each ran: a task's own lines (tagged, or --raw without the
+    // tags), an actor's process, a node agent's.
+    let shout = p.get(&c, "shout_task").to_string();
+    let out = c.cli_ok(&["logs", "--task", &shout]);
+    c.check(
+        out.contains(&format!("[{shout}] out|shout 1"))
+            && out.contains(&format!("[{shout}] err|warn 1"))
+            && !out.contains("shout 2"),
+        &format!("logs --task {shout}: its two lines only:\n{out}"),
+    );
+    let out = c.cli_ok(&["logs", "--task", &shout, "--raw"]);
+    c.check(
+        out.lines().any(|l| l == "shout 1") && out.lines().any(|l| l == "warn 1"),
+        &format!("logs --raw: untagged lines:\n{out}"),
+    );
+    let tally = p.get(&c, "tally_actor").to_string();
+    let out = c.cli_ok(&["logs", "--actor", &tally]);
+    c.check(
+        out.contains("out|tally 1\n") && out.contains("out|tally 15"),
+        &format!("logs --actor {tally}: every call's line:\n{out}"),
+    );
+    let out = c.cli_ok(&["logs", "--node", "N1"]);
+    c.check(
+        out.contains("registered as N1"),
+        &format!("logs --node N1: the agent's log:\n{out}"),
+    );
+    let (status, _, stderr) = c.cli(&["logs", "--task", "T999999999"]);
+    c.check(
+        !status.success() && stderr.contains("no record of task"),
+        &format!("logs of a task never submitted: {stderr}"),
+    );
+
+    // One object: the value the payload holds, made by its task; a freed one is not there.
+    let out = c.cli_ok(&["get", "object", &held]);
+    c.check(
+        out.contains("READY") && out.contains(&format!("made by task {held} (state_api::held")),
+        &format!("get object {held}: {out}"),
+    );
+    let sq = p.get(&c, "sq_task").to_string();
+    let (status, _, stderr) = c.cli(&["get", "object", &sq]);
+    c.check(
+        !status.success() && stderr.contains("no object"),
+        &format!("get object {sq}, freed with its last ref: {stderr}"),
+    );
+
     // Without the token the head answers nothing.
     let (status, _, stderr) = harness::output_within(
         std::process::Command::new(harness::STARLING)
@@ -177,4 +226,7 @@ fn head_and_agents_as_processes() {
         !status.success() && stderr.contains("token"),
         &format!("refused without the token: {stderr}"),
     );
+
+    std::fs::write(&go, b"go").expect("tell the payload to go");
+    c.wait_payload("state_api", &stdout, harness::PAYLOAD);
 }

@@ -172,12 +172,16 @@ pub enum Error {
     /// An `ObjectRef` was used with a runtime other than the one that made it.
     #[error("object {0} belongs to another Starling runtime")]
     ForeignObject(ObjectId),
-    /// The runtime was shut down.
     /// A request the API cannot make sense of (a malformed filter, an unknown field).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The runtime was shut down.
     #[error("the Starling runtime is shut down")]
     ShutDown,
+    /// There is no log to read for what was asked ([`crate::state::log`]): the task has not
+    /// run yet, ran in-process, or its records were dropped.
+    #[error("no log: {0}")]
+    NoLog(String),
     /// The runtime could not start.
     #[error("cannot start the Starling runtime: {0}")]
     Startup(String),

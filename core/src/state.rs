@@ -1,6 +1,7 @@
-//! The state API (Ray's `ray.util.state`): what the scheduler knows of tasks and actors, asked
-//! from a program. `starling list`, `starling summary`, `starling get` and `starling timeline`
-//! show the same records from the command line.
+//! The state API (Ray's `ray.util.state`): what the scheduler knows of tasks, actors, objects,
+//! workers, nodes and jobs, asked from a program, and what tasks, actors and nodes logged
+//! ([`log`]). `starling list`, `starling summary`, `starling get`, `starling timeline` and
+//! `starling logs` show the same from the command line.
 //!
 //! Every attempt of a task has a record ([`TaskEvent`]): its function, state
 //! ([`TaskStatus`]: pending its arguments, pending a node, running, finished, failed), where it
@@ -29,13 +30,16 @@
 //! ```
 
 pub use starling_proto::state::{
-    chrome_trace, Filter, ObjectRecord, TaskCount, TaskEvent, TaskKind, TaskQuery, TaskStatus,
-    WorkerRecord,
+    chrome_trace, Filter, LogSource, ObjectRecord, TaskCount, TaskEvent, TaskKind, TaskQuery,
+    TaskStatus, WorkerRecord,
 };
 
+use starling_proto::jobs::LogFileRequest;
+
 use crate::error::{Error, Result};
-use crate::runtime::current_or_init;
-use crate::{ActorInfo, JobId, NodeInfo, TaskId};
+use crate::jobs::JobInfo;
+use crate::runtime::{current_or_init, Runtime};
+use crate::{ActorInfo, JobId, NodeId, NodeInfo, TaskId};
 
 /// Which records to list: filters (all must pass), a limit, a job.
 #[derive(Clone, Debug, Default)]
@@ -51,9 +55,9 @@ impl ListOptions {
 
     /// Adds a filter, `key=value` or `key!=value` (Ray's `("state", "=", "FAILED")`). Task
     /// fields: `task_id`, `attempt`, `job_id`, `name`, `type`, `state`, `parent_task_id`,
-    /// `actor_id`, `node_id`, `worker_id`, `error_type` (objects' and workers' fields: see
-    /// [`list_objects`], [`list_workers`]). An unknown field is an error when the list is
-    /// asked for.
+    /// `actor_id`, `node_id`, `worker_id`, `worker_pid`, `error_type` (objects' and workers'
+    /// fields: see [`list_objects`], [`list_workers`]). An unknown field is an error when the
+    /// list is asked for.
     pub fn filter(mut self, filter: &str) -> Result<Self> {
         let f = Filter::parse(filter).map_err(Error::InvalidArgument)?;
         self.query.filters.push(f);
@@ -146,4 +150,102 @@ pub fn list_workers(options: &ListOptions) -> Result<Vec<WorkerRecord>> {
 /// The nodes (Ray's `list_nodes`): as [`crate::nodes`].
 pub fn list_nodes() -> Result<Vec<NodeInfo>> {
     crate::nodes()
+}
+
+/// The multi-node jobs of the cluster, oldest first (Ray's `list_jobs`; as
+/// [`crate::jobs::JobClient::list_jobs`]). In-process there are none.
+pub fn list_jobs() -> Result<Vec<JobInfo>> {
+    current_or_init().list_jobs()
+}
+
+/// A log being read ([`log`]): each [`Log::read`] returns what was written since the one
+/// before.
+///
+/// ```no_run
+/// use starling::state::{self, LogSource};
+/// # fn main() -> anyhow::Result<()> {
+/// # let task = starling::TaskId(1);
+/// let mut log = state::log(LogSource::Task(task))?;
+/// // What the task printed so far; loop while `!log.ended()` to follow it.
+/// print!("{}", String::from_utf8_lossy(&log.read()?));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Log {
+    runtime: Runtime,
+    address: String,
+    node: NodeId,
+    request: LogFileRequest,
+    ended: bool,
+}
+
+impl Log {
+    /// Everything written since the last read, up to the end of what is written now (empty:
+    /// nothing new). Lines are tagged with the task and stream that printed them
+    /// (`[T42] out|text`, `[-] err|text` outside tasks), as in `starling logs`.
+    pub fn read(&mut self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        while !self.ended {
+            let chunk = self.runtime.read_log(&self.address, self.request)?;
+            let moved = chunk.offset != self.request.offset;
+            self.request.offset = chunk.offset;
+            self.ended = chunk.ended;
+            out.extend_from_slice(&chunk.data);
+            // Caught up with the writer, or enough for one answer.
+            if !moved || out.len() >= starling_proto::limits::CHUNK {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the writer is done (the process exited) and everything was read. A node
+    /// agent's log never ends while the node is up.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The node whose file this is.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// The worker process's id (0: the node agent's own log).
+    pub fn pid(&self) -> u32 {
+        self.request.pid
+    }
+}
+
+/// Opens what `source` logged (Ray's `get_log`): a task's lines of its worker process's log,
+/// an actor's process's whole log, or a node agent's own, read from the node's object service
+/// wherever the node runs. In-process there are no log files ([`Error::NoLog`]): tasks print to
+/// the program's own output.
+pub fn log(source: LogSource) -> Result<Log> {
+    let runtime = current_or_init();
+    let records = |t: TaskId| get_task(t);
+    let (recs, actor_job) = match source.task() {
+        Some(t) => {
+            let recs = records(t)?;
+            let actor_job = match recs.last().and_then(|r| r.actor) {
+                Some(a) if a != t => records(a)?.first().map(|r| r.job),
+                _ => None,
+            };
+            (recs, actor_job)
+        }
+        None => (Vec::new(), None),
+    };
+    let (node, request) = source.place(&recs, actor_job).map_err(Error::NoLog)?;
+    let address = crate::nodes()?
+        .into_iter()
+        .find(|n| n.id == node)
+        .map(|n| n.address)
+        .ok_or_else(|| Error::NoLog(format!("node {node} is not in the cluster (any more)")))?;
+    Ok(Log {
+        runtime,
+        address,
+        node,
+        request,
+        ended: false,
+    })
 }

@@ -587,14 +587,28 @@ pub struct LogRequest {
     pub offset: u64,
 }
 
-/// A piece of an instance's log.
+/// A piece of a log: an instance's (`JobLogs`) or a node's file (`ReadLog`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogChunk {
     pub data: Vec<u8>,
     /// Where the next read starts.
     pub offset: u64,
-    /// Whether the job has ended (no more output will come).
+    /// Whether no more output will come: the job has ended (`JobLogs`), the process has exited
+    /// (`ReadLog`).
     pub ended: bool,
+}
+
+/// A read of a log file of a node (its `ObjectService.ReadLog`): a worker process's
+/// (`worker-<job>-<pid>.log`) or, with `pid` 0, the node agent's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogFileRequest {
+    pub job: u64,
+    pub pid: u32,
+    /// Bytes of the file to skip (for following).
+    pub offset: u64,
+    /// Nonzero: only the lines the process printed while it ran this task (the file's lines
+    /// tagged `[T<task>]`).
+    pub task: u64,
 }
 
 impl JobInfo {

@@ -133,6 +133,9 @@ pub struct TaskEvent {
     pub error: String,
     /// Where an application error happened, if a backtrace was captured.
     pub backtrace: String,
+    /// Its worker's process id (0: not handed to a worker yet, or an executor thread of an
+    /// in-process runtime): with `node` and `job`, where its output is (`starling logs`).
+    pub pid: u32,
 }
 
 impl TaskEvent {
@@ -162,6 +165,7 @@ impl TaskEvent {
             "actor_id" | "actor" => id(self.actor.map(|t| t.0)),
             "node_id" | "node" => id(self.node.map(|n| n.0)),
             "worker_id" | "worker" => id(self.worker.map(|w| w.0)),
+            "worker_pid" | "pid" => id((self.pid != 0).then_some(u64::from(self.pid))),
             "error_type" => self.error_type.clone(),
             _ => return None,
         })
@@ -170,8 +174,9 @@ impl TaskEvent {
 
 impl TaskEvent {
     /// The record as one JSON object (Ray's field names: `task_id`, `attempt_number`, `state`,
-    /// `name`, `type`, `job_id`, `node_id`, `worker_id`, `actor_id`, `parent_task_id`, times in
-    /// microseconds since the Unix epoch, `error_type`, `error_message`, `backtrace`).
+    /// `name`, `type`, `job_id`, `node_id`, `worker_id`, `worker_pid`, `actor_id`,
+    /// `parent_task_id`, times in microseconds since the Unix epoch, `error_type`,
+    /// `error_message`, `backtrace`).
     pub fn to_json(&self) -> String {
         let id = |prefix: &str, v: Option<u64>| match v {
             Some(v) => json_string(&format!("{prefix}{v}")),
@@ -179,8 +184,8 @@ impl TaskEvent {
         };
         format!(
             "{{\"task_id\":{},\"attempt_number\":{},\"name\":{},\"func_name\":{},\"type\":{},\
-             \"state\":{},\"job_id\":{},\"node_id\":{},\"worker_id\":{},\"actor_id\":{},\
-             \"parent_task_id\":{},\"submitted_us\":{},\"ready_us\":{},\"started_us\":{},\
+             \"state\":{},\"job_id\":{},\"node_id\":{},\"worker_id\":{},\"worker_pid\":{},\
+             \"actor_id\":{},\"parent_task_id\":{},\"submitted_us\":{},\"ready_us\":{},\"started_us\":{},\
              \"ended_us\":{},\"error_type\":{},\"error_message\":{},\"backtrace\":{}}}",
             json_string(&self.task.to_string()),
             self.attempt,
@@ -191,6 +196,7 @@ impl TaskEvent {
             json_string(&self.job.to_string()),
             id("N", self.node.map(|n| n.0)),
             id("W", self.worker.map(|w| w.0)),
+            self.pid,
             id("T", self.actor.map(|a| a.0)),
             id("T", self.parent.map(|p| p.0)),
             self.submitted_us,
@@ -270,7 +276,10 @@ pub fn chrome_trace(events: &[TaskEvent], now_us: u64) -> String {
             );
         }
         if named.insert((node.0, worker.0)) {
-            let name = json_string(&format!("worker {worker}"));
+            let name = match e.pid {
+                0 => json_string(&format!("worker {worker}")),
+                pid => json_string(&format!("worker {worker} (pid {pid})")),
+            };
             push(
                 &mut out,
                 format!(
@@ -612,6 +621,92 @@ impl StateList {
     }
 }
 
+/// Whose output to read (Ray's `get_log(task_id= | actor_id= | node_id=)`, `starling logs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogSource {
+    /// What a task printed while it ran: its latest attempt that reached a worker process.
+    Task(TaskId),
+    /// Everything an actor's process printed: its latest incarnation (an actor's id is its
+    /// creation task's).
+    Actor(TaskId),
+    /// The node agent's own log: worker processes started and ended, limits reached, errors.
+    Node(NodeId),
+}
+
+impl LogSource {
+    /// The task whose records say where the output is (`None`: a node's log needs none).
+    pub fn task(self) -> Option<TaskId> {
+        match self {
+            LogSource::Task(t) | LogSource::Actor(t) => Some(t),
+            LogSource::Node(_) => None,
+        }
+    }
+
+    /// Where the output is: which node's file, and the read that asks for it. `records` are
+    /// every record of [`LogSource::task`], oldest first; for an actor's call, `actor_job` is
+    /// the job of the actor's own records (the job its process runs: a call may come from
+    /// another job's driver).
+    pub fn place(
+        self,
+        records: &[TaskEvent],
+        actor_job: Option<JobId>,
+    ) -> Result<(NodeId, crate::jobs::LogFileRequest), String> {
+        let task = match self {
+            LogSource::Node(node) => {
+                return Ok((node, crate::jobs::LogFileRequest::default()));
+            }
+            LogSource::Task(t) | LogSource::Actor(t) => t,
+        };
+        let what = match self {
+            LogSource::Actor(_) => format!("actor {task}"),
+            _ => format!("task {task}"),
+        };
+        if records.is_empty() {
+            return Err(format!(
+                "no record of {what}: it was never submitted, or its records were dropped"
+            ));
+        }
+        if let LogSource::Actor(_) = self {
+            if records.iter().all(|r| r.kind != TaskKind::ActorCreation) {
+                return Err(format!(
+                    "{task} is a task, not an actor: ask for the task's log"
+                ));
+            }
+        }
+        let Some(ran) = records.iter().rev().find(|r| r.pid != 0) else {
+            return Err(if records.iter().any(|r| r.node.is_some()) {
+                format!(
+                    "{what} ran in-process (or on a head that did not record its process): what it \
+                     printed went to the program's own output"
+                )
+            } else {
+                format!("{what} has not started on a worker process yet")
+            });
+        };
+        let node = ran
+            .node
+            .ok_or_else(|| format!("{what} names a process but no node"))?;
+        let job = match ran.kind {
+            TaskKind::ActorCall => actor_job.unwrap_or(ran.job),
+            _ => ran.job,
+        };
+        // A task's own lines of its process's file; an actor's whole file.
+        let filter = match self {
+            LogSource::Task(t) => t.0,
+            _ => 0,
+        };
+        Ok((
+            node,
+            crate::jobs::LogFileRequest {
+                job: job.0,
+                pid: ran.pid,
+                offset: 0,
+                task: filter,
+            },
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,5 +746,48 @@ mod tests {
         }
         assert_eq!(TaskStatus::parse("running"), Some(TaskStatus::Running));
         assert_eq!(TaskStatus::parse("DONE"), None);
+    }
+
+    #[test]
+    fn a_log_is_found_from_the_records() {
+        let ran = |attempt, node: Option<u64>, pid| TaskEvent {
+            task: TaskId(9),
+            attempt,
+            job: JobId(2),
+            node: node.map(NodeId),
+            pid,
+            ..Default::default()
+        };
+        // The latest attempt that reached a process; the task's own lines of its file.
+        let (node, r) = LogSource::Task(TaskId(9))
+            .place(
+                &[ran(0, Some(1), 100), ran(1, Some(3), 300), ran(2, None, 0)],
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            (node, r.job, r.pid, r.task, r.offset),
+            (NodeId(3), 2, 300, 9, 0)
+        );
+        let err = |s: LogSource, recs: &[TaskEvent]| s.place(recs, None).unwrap_err();
+        assert!(err(LogSource::Task(TaskId(9)), &[]).contains("no record"));
+        assert!(err(LogSource::Task(TaskId(9)), &[ran(0, None, 0)]).contains("not started"));
+        assert!(err(LogSource::Task(TaskId(9)), &[ran(0, Some(1), 0)]).contains("in-process"));
+        assert!(err(LogSource::Actor(TaskId(9)), &[ran(0, Some(1), 5)]).contains("not an actor"));
+
+        // An actor: its whole file; a call of it: the file of the actor's job.
+        let mut create = ran(0, Some(1), 77);
+        create.kind = TaskKind::ActorCreation;
+        let (_, r) = LogSource::Actor(TaskId(9)).place(&[create], None).unwrap();
+        assert_eq!((r.pid, r.task), (77, 0));
+        let mut call = ran(0, Some(1), 77);
+        call.kind = TaskKind::ActorCall;
+        call.job = JobId(5);
+        let (_, r) = LogSource::Task(TaskId(9))
+            .place(&[call], Some(JobId(2)))
+            .unwrap();
+        assert_eq!((r.job, r.pid, r.task), (2, 77, 9));
+        let (node, r) = LogSource::Node(NodeId(4)).place(&[], None).unwrap();
+        assert_eq!((node, r.pid), (NodeId(4), 0));
     }
 }

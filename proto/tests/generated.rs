@@ -154,13 +154,22 @@ const HEAD: &[(&str, &str, &str, &str, &str)] = &[
     ),
 ];
 
-const OBJECT_SERVICE: &[(&str, &str, &str, &str, &str)] = &[(
-    "fetch",
-    "Fetch",
-    "chunks::FetchRequest",
-    "chunks::Chunk",
-    "server",
-)];
+const OBJECT_SERVICE: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "fetch",
+        "Fetch",
+        "chunks::FetchRequest",
+        "chunks::Chunk",
+        "server",
+    ),
+    (
+        "read_log",
+        "ReadLog",
+        "jobs::LogFileRequest",
+        "jobs::LogChunk",
+        "-",
+    ),
+];
 
 fn service(
     name: &str,

@@ -328,7 +328,11 @@ impl Core {
     /// Bounds the task event store to `bytes` (0: keeps none); records beyond it are dropped,
     /// oldest first. Set before any task is submitted.
     pub fn set_task_events_cap(&mut self, bytes: usize) {
+        let pids = self.events.take_pids();
         self.events = crate::events::TaskEvents::with_cap(bytes);
+        for (worker, pid) in pids {
+            self.events.set_pid(worker, pid);
+        }
         if let Some(clock) = self.clock {
             self.events.set_clock(clock);
         }
@@ -344,6 +348,12 @@ impl Core {
     /// The task event store: every attempt of the latest tasks.
     pub fn task_events(&self) -> &crate::events::TaskEvents {
         &self.events
+    }
+
+    /// `worker` runs in process `pid` (of its node): task records and worker listings name
+    /// it, so that its output can be found (`starling logs`).
+    pub fn set_worker_pid(&mut self, worker: WorkerId, pid: u32) {
+        self.events.set_pid(worker, pid);
     }
 
     /// Live tasks (waiting, queued or running) by function and state, for metrics: one walk
@@ -418,7 +428,7 @@ impl Core {
                     state: state.to_string(),
                     tasks: w.tasks.len() as u32,
                     actor: w.actor,
-                    pid: 0,
+                    pid: self.events.pid(*id).unwrap_or(0),
                 }
             })
             .collect();

@@ -121,6 +121,10 @@ pub struct TaskEvents {
     /// after the last scheduling pass (0: not read yet). Changes of one batch share it.
     now: u64,
     figures: TaskFigures,
+    /// Each worker's process id, as its embedder told it ([`TaskEvents::set_pid`]): a record
+    /// names its worker, a listing its process too. Kept past the worker's end (its log file
+    /// outlives it), for the latest [`TaskEvents::MAX_PIDS`] workers.
+    pids: HashMap<WorkerId, u32>,
 }
 
 impl Default for TaskEvents {
@@ -171,7 +175,33 @@ impl TaskEvents {
             clock: no_clock,
             now: 0,
             figures: TaskFigures::default(),
+            pids: HashMap::new(),
         }
+    }
+
+    /// Workers whose process ids are kept (12 bytes each, and the map's slack).
+    pub const MAX_PIDS: usize = 1 << 18;
+
+    /// `worker` runs in process `pid`. Past [`Self::MAX_PIDS`] workers, the older half (worker
+    /// ids only grow) is forgotten: their records list no process.
+    pub fn set_pid(&mut self, worker: WorkerId, pid: u32) {
+        if self.pids.len() >= Self::MAX_PIDS {
+            let mut ids: Vec<u64> = self.pids.keys().map(|w| w.0).collect();
+            let (_, median, _) = ids.select_nth_unstable(Self::MAX_PIDS / 2);
+            let median = *median;
+            self.pids.retain(|w, _| w.0 >= median);
+        }
+        self.pids.insert(worker, pid);
+    }
+
+    /// The process id of `worker`, if it was told.
+    pub fn pid(&self, worker: WorkerId) -> Option<u32> {
+        self.pids.get(&worker).copied()
+    }
+
+    /// The process ids told so far, for a store made again with another bound.
+    pub(crate) fn take_pids(&mut self) -> HashMap<WorkerId, u32> {
+        std::mem::take(&mut self.pids)
     }
 
     /// Stamps records with `clock`'s times.
@@ -447,7 +477,8 @@ impl TaskEvents {
         for ring in rings {
             list.dropped += ring.dropped;
             for r in &ring.records {
-                let event = r.event(ring.job);
+                let mut event = r.event(ring.job);
+                event.pid = self.pids.get(&r.worker).copied().unwrap_or(0);
                 if !q.accepts(&event) {
                     continue;
                 }
@@ -512,6 +543,7 @@ impl Record {
             error_type,
             error,
             backtrace,
+            pid: 0,
         }
     }
 }
@@ -554,6 +586,26 @@ mod tests {
         assert!(e.submitted_us < e.ready_us && e.ready_us < e.started_us);
         assert!(e.started_us < e.ended_us);
         assert_eq!(e.short_name(), "app::f");
+        // Told the worker's process, a listing names it (and filters on it).
+        assert_eq!(e.pid, 0);
+        ev.set_pid(WorkerId(4), 4321);
+        let by_pid = ev.query(&TaskQuery {
+            filters: vec![starling_proto::state::Filter::parse("pid=4321").unwrap()],
+            ..Default::default()
+        });
+        assert_eq!(by_pid.tasks.len(), 1);
+        assert_eq!(by_pid.tasks[0].pid, 4321);
+    }
+
+    #[test]
+    fn process_ids_are_kept_for_the_latest_workers() {
+        let mut ev = TaskEvents::default();
+        for w in 0..TaskEvents::MAX_PIDS as u64 + 1 {
+            ev.set_pid(WorkerId(w), w as u32);
+        }
+        assert!(ev.pids.len() <= TaskEvents::MAX_PIDS / 2 + 1);
+        assert_eq!(ev.pid(WorkerId(TaskEvents::MAX_PIDS as u64)), Some(1 << 18));
+        assert_eq!(ev.pid(WorkerId(3)), None);
     }
 
     #[test]

@@ -85,6 +85,18 @@ pub struct Payload {
 }
 
 impl Payload {
+    /// The `key=value` lines of payload `name`'s stdout `text`.
+    pub fn of(name: &str, text: &str) -> Payload {
+        Payload {
+            name: name.to_string(),
+            values: text
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .collect(),
+        }
+    }
+
     #[track_caller]
     pub fn get(&self, c: &Cluster, key: &str) -> &str {
         match self.values.get(key) {
@@ -310,14 +322,7 @@ impl Cluster {
             None => self.fail(&format!("{name} did not finish within {within:?}")),
         }
         self.procs.remove(i);
-        Payload {
-            name: name.to_string(),
-            values: text
-                .lines()
-                .filter_map(|l| l.split_once('='))
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .collect(),
-        }
+        Payload::of(name, &text)
     }
 
     /// `starling head` on `port` (0: any) with this cluster's data directory and TLS.
@@ -517,15 +522,7 @@ impl Cluster {
             None => self.fail(&format!("{example} did not finish within {PAYLOAD:?}")),
         };
         let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-        let values = stdout
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-            .collect();
-        let payload = Payload {
-            name: example.to_string(),
-            values,
-        };
+        let payload = Payload::of(example, &stdout);
         (status, payload, stdout)
     }
 

@@ -380,6 +380,31 @@ impl Runtime {
         })
     }
 
+    /// The cluster's multi-node jobs, oldest first (none in-process).
+    pub(crate) fn list_jobs(&self) -> Result<Vec<crate::jobs::JobInfo>> {
+        match &self.backend {
+            Backend::InProcess(_) => Ok(Vec::new()),
+            Backend::Cluster(c) => Ok(c.list_jobs()?.iter().map(Into::into).collect()),
+        }
+    }
+
+    /// One read of a log file of the node whose object service is at `address` (see
+    /// [`crate::state::log`]).
+    pub(crate) fn read_log(
+        &self,
+        address: &str,
+        request: starling_proto::jobs::LogFileRequest,
+    ) -> Result<starling_proto::jobs::LogChunk> {
+        match &self.backend {
+            Backend::InProcess(_) => Err(crate::Error::NoLog(
+                "an in-process runtime writes no log files: its tasks print to the program's \
+                 own output"
+                    .into(),
+            )),
+            Backend::Cluster(c) => c.read_log(address, request),
+        }
+    }
+
     /// The task records `q` asks for (see [`crate::state`]).
     pub(crate) fn list_tasks(
         &self,

@@ -113,6 +113,27 @@ pub mod object_service_client {
                 .insert(GrpcMethod::new("starling.v1.ObjectService", "Fetch"));
             self.inner.server_streaming(req, path, codec).await
         }
+        pub async fn read_log(
+            &mut self,
+            request: impl tonic::IntoRequest<crate::jobs::LogFileRequest>,
+        ) -> std::result::Result<tonic::Response<crate::jobs::LogChunk>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::rpc::WireCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/starling.v1.ObjectService/ReadLog",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("starling.v1.ObjectService", "ReadLog"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -138,6 +159,10 @@ pub mod object_service_server {
             &self,
             request: tonic::Request<crate::chunks::FetchRequest>,
         ) -> std::result::Result<tonic::Response<Self::FetchStream>, tonic::Status>;
+        async fn read_log(
+            &self,
+            request: tonic::Request<crate::jobs::LogFileRequest>,
+        ) -> std::result::Result<tonic::Response<crate::jobs::LogChunk>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct ObjectServiceServer<T> {
@@ -257,6 +282,51 @@ pub mod object_service_server {
                                 max_encoding_message_size,
                             );
                         let res = grpc.server_streaming(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/starling.v1.ObjectService/ReadLog" => {
+                    #[allow(non_camel_case_types)]
+                    struct ReadLogSvc<T: ObjectService>(pub Arc<T>);
+                    impl<
+                        T: ObjectService,
+                    > tonic::server::UnaryService<crate::jobs::LogFileRequest>
+                    for ReadLogSvc<T> {
+                        type Response = crate::jobs::LogChunk;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<crate::jobs::LogFileRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as ObjectService>::read_log(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ReadLogSvc(inner);
+                        let codec = crate::rpc::WireCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
                         Ok(res)
                     };
                     Box::pin(fut)

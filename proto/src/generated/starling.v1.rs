@@ -939,6 +939,21 @@ pub struct LogRequest {
     #[prost(uint64, tag = "3")]
     pub offset: u64,
 }
+/// A read of a log file of a node: a worker process's, or the node agent's own.
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct LogFileRequest {
+    /// The worker process's job and process id; a pid of 0 names the node agent's own log.
+    #[prost(uint64, tag = "1")]
+    pub job: u64,
+    #[prost(uint32, tag = "2")]
+    pub pid: u32,
+    /// Bytes of the file to skip (for following).
+    #[prost(uint64, tag = "3")]
+    pub offset: u64,
+    /// Nonzero: only the lines the process printed while it ran this task.
+    #[prost(uint64, tag = "4")]
+    pub task: u64,
+}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct LogChunk {
     #[prost(bytes = "vec", tag = "1")]
@@ -946,7 +961,8 @@ pub struct LogChunk {
     /// Where the next read starts.
     #[prost(uint64, tag = "2")]
     pub offset: u64,
-    /// Whether the job has ended (no more output will come).
+    /// Whether no more output will come: the job has ended (JobLogs), the process has exited
+    /// (ReadLog).
     #[prost(bool, tag = "3")]
     pub ended: bool,
 }
@@ -1074,6 +1090,9 @@ pub struct TaskEvent {
     pub error: ::prost::alloc::string::String,
     #[prost(string, tag = "17")]
     pub backtrace: ::prost::alloc::string::String,
+    /// The worker's process id (0: unknown, or an executor thread of an in-process runtime).
+    #[prost(uint32, tag = "18")]
+    pub pid: u32,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TaskCount {

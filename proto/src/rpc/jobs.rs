@@ -2,7 +2,8 @@
 
 use super::{wire, Empty};
 use crate::jobs::{
-    JobInfo, JobRef, JobResult, JobSpec, LogChunk, LogRequest, PoolInfo, PoolRef, PoolSpec,
+    JobInfo, JobRef, JobResult, JobSpec, LogChunk, LogFileRequest, LogRequest, PoolInfo, PoolRef,
+    PoolSpec,
 };
 use crate::pb;
 
@@ -16,6 +17,7 @@ wire!(
     PoolRef => pb::PoolRef,
     LogRequest => pb::LogRequest,
     LogChunk => pb::LogChunk,
+    LogFileRequest => pb::LogFileRequest,
     Vec<JobInfo> => pb::JobList,
     Vec<PoolInfo> => pb::PoolList,
     Empty => pb::Empty,
@@ -73,6 +75,28 @@ impl From<pb::LogRequest> for LogRequest {
             job: r.job,
             instance: r.instance,
             offset: r.offset,
+        }
+    }
+}
+
+impl From<LogFileRequest> for pb::LogFileRequest {
+    fn from(r: LogFileRequest) -> Self {
+        pb::LogFileRequest {
+            job: r.job,
+            pid: r.pid,
+            offset: r.offset,
+            task: r.task,
+        }
+    }
+}
+
+impl From<pb::LogFileRequest> for LogFileRequest {
+    fn from(r: pb::LogFileRequest) -> Self {
+        LogFileRequest {
+            job: r.job,
+            pid: r.pid,
+            offset: r.offset,
+            task: r.task,
         }
     }
 }

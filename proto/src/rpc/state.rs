@@ -103,6 +103,7 @@ impl From<TaskEvent> for pb::TaskEvent {
             error_type: e.error_type,
             error: e.error,
             backtrace: e.backtrace,
+            pid: e.pid,
         }
     }
 }
@@ -129,6 +130,7 @@ impl TryFrom<pb::TaskEvent> for TaskEvent {
             error_type: e.error_type,
             error: e.error,
             backtrace: e.backtrace,
+            pid: e.pid,
         })
     }
 }
@@ -261,6 +263,7 @@ mod tests {
                 actor: Some(TaskId(3)),
                 node: Some(NodeId(1)),
                 worker: Some(WorkerId(4)),
+                pid: 4242,
                 submitted_us: 10,
                 ended_us: 20,
                 error_type: "panic".into(),

@@ -763,6 +763,7 @@ impl Head {
                 env: hello.env,
             };
             reactor::on_pool_worker_added(&mut st.core, node, pool, worker);
+            st.core.set_worker_pid(worker, hello.pid);
             welcome.job = job;
             welcome.worker = worker.0;
         } else {
@@ -1207,9 +1208,6 @@ impl Head {
         let (mut objects, mut all_workers) = (Vec::new(), Vec::new());
         if workers {
             all_workers = g.core.worker_records();
-            for w in &mut all_workers {
-                w.pid = g.out.process_of(w.worker).map_or(0, |p| p.2);
-            }
             all_workers.retain(|w| job.is_none_or(|j| j == w.job));
         } else {
             objects = g.core.object_records();

@@ -17,14 +17,16 @@
 //! - The pump drains both pipes to their end even when the log file cannot be written, so a
 //!   worker never blocks on a full pipe.
 
+use std::collections::HashSet;
 use std::fmt;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use starling_proto::node::{JobLog, NodeBatch, NodeOp};
-use starling_proto::TaskId;
+use starling_proto::{JobId, TaskId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// What starts every marker; the ASCII record separator keeps it out of ordinary output.
@@ -68,6 +70,61 @@ pub fn parse_marker(line: &str) -> Option<(&str, Marker)> {
         Marker::Task(TaskId(digits.parse().ok()?))
     };
     Some((&line[..start], marker))
+}
+
+/// The most bytes of a log file one read ([`read_log`]) looks at.
+pub const READ_LOG_BYTES: usize = 1 << 20;
+
+/// The worker processes whose log files are still written (started, and their output not yet
+/// drained to its end), by job and pid: a reader of a log whose process is not here has read
+/// everything once it reaches the end.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Writing(Arc<Mutex<HashSet<(JobId, u32)>>>);
+
+impl Writing {
+    pub(crate) fn started(&self, job: JobId, pid: u32) {
+        self.0.lock().insert((job, pid));
+    }
+
+    pub(crate) fn ended(&self, job: JobId, pid: u32) {
+        self.0.lock().remove(&(job, pid));
+    }
+
+    pub(crate) fn contains(&self, job: JobId, pid: u32) -> bool {
+        self.0.lock().contains(&(job, pid))
+    }
+}
+
+/// The name of worker process `pid`'s log file in the node's log directory.
+pub fn worker_log_name(job: JobId, pid: u32) -> String {
+    format!("worker-{job}-{pid}.log")
+}
+
+/// One read of a log file: the bytes after `offset` (at most [`READ_LOG_BYTES`]), and where
+/// the next read starts. With `task`, only its lines (`[T<task>] ...`), and only whole lines:
+/// a line still being written is left for the next read.
+pub fn read_log(
+    file: &mut std::fs::File,
+    offset: u64,
+    task: Option<TaskId>,
+) -> std::io::Result<(Vec<u8>, u64, bool)> {
+    file.seek(SeekFrom::Start(offset))?;
+    let mut data = Vec::new();
+    file.take(READ_LOG_BYTES as u64).read_to_end(&mut data)?;
+    let at_end = data.len() < READ_LOG_BYTES;
+    let Some(task) = task else {
+        let next = offset + data.len() as u64;
+        return Ok((data, next, at_end));
+    };
+    let whole = data.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let tag = format!("[{task}] ");
+    let mut kept = Vec::new();
+    for line in data[..whole].split_inclusive(|b| *b == b'\n') {
+        if line.starts_with(tag.as_bytes()) {
+            kept.extend_from_slice(line);
+        }
+    }
+    Ok((kept, offset + whole as u64, at_end && whole == data.len()))
 }
 
 /// Which pipe a line came from.
@@ -390,6 +447,40 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[1], "[-] err|xxxxxxxxxx");
         assert_eq!(lines[2], "[-] err|\u{fffd}");
+    }
+
+    #[test]
+    fn log_reads_follow_a_file_and_keep_a_tasks_lines() {
+        let dir = std::env::temp_dir().join(format!("starling-log-reads-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.log");
+        std::fs::write(&path, "[T1] out|one\n[T2] out|two\n[T1] err|thr").unwrap();
+        let mut f = std::fs::File::open(&path).unwrap();
+        // Everything, then nothing new at the end.
+        let (data, next, at_end) = read_log(&mut f, 0, None).unwrap();
+        assert_eq!((data.len() as u64, next, at_end), (38, 38, true));
+        assert_eq!(
+            read_log(&mut f, next, None).unwrap(),
+            (Vec::new(), 38, true)
+        );
+        // One task's whole lines; the line being written waits for its end.
+        let (data, next, at_end) = read_log(&mut f, 0, Some(TaskId(1))).unwrap();
+        assert_eq!(
+            (&data[..], next, at_end),
+            (&b"[T1] out|one\n"[..], 26, false)
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"ee\n")
+            .unwrap();
+        let (data, next, at_end) = read_log(&mut f, next, Some(TaskId(1))).unwrap();
+        assert_eq!(
+            (&data[..], next, at_end),
+            (&b"[T1] err|three\n"[..], 41, true)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

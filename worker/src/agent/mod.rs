@@ -69,7 +69,7 @@ use tonic::Streaming;
 use self::binary::BinaryCache;
 use self::disk::Disk;
 use self::instances::Instances;
-use self::logs::AgentLog;
+use self::logs::{AgentLog, Writing};
 use self::objects::ObjectServer;
 use self::procs::{ProcEvent, SpawnConfig, Supervisor};
 
@@ -272,9 +272,15 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         }
     }
     let (object_stop, object_stopped) = oneshot::channel::<()>();
-    let service = ObjectServiceServer::new(ObjectServer { disk: disk.clone() })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let writing = Writing::default();
+    let service = ObjectServiceServer::new(ObjectServer {
+        disk: disk.clone(),
+        log_dir: log_dir.clone(),
+        agent_log: log_dir.join(format!("agent-{node}.log")),
+        writing: writing.clone(),
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
     // Other nodes and drivers fetch objects with the cluster token, as they call the head.
     let check = config.credentials.token.as_ref().map(|t| {
         RequireToken::new(
@@ -339,6 +345,7 @@ pub async fn start(config: AgentConfig) -> Result<AgentHandle, AgentError> {
         object_stop: Some(object_stop),
         owned,
         node: node_cell.clone(),
+        writing,
     };
     let task = tokio::spawn(agent.run(session));
     Ok(AgentHandle {
@@ -384,6 +391,8 @@ struct Agent {
     object_stop: Option<oneshot::Sender<()>>,
     owned: OwnedDirs,
     node: Arc<AtomicU64>,
+    /// Which worker processes' logs are still written (shared with the object service).
+    writing: Writing,
 }
 
 impl Agent {
@@ -433,6 +442,7 @@ impl Agent {
             &self.spill_dir,
             &self.object_address,
             self.log_dir.clone(),
+            self.writing.clone(),
         );
         let creds: Vec<(&'static str, String)> = self
             .config

@@ -38,7 +38,7 @@ use tokio::task::JoinHandle;
 
 use super::binary::BinaryCache;
 use super::error::AgentError;
-use super::logs::{pump, AgentLog, Tee};
+use super::logs::{pump, AgentLog, Tee, Writing};
 use super::{env, AgentConfig};
 
 /// Replacements allowed per job within [`RESTART_WINDOW`].
@@ -71,6 +71,8 @@ pub(crate) struct SpawnConfig {
     pub log_dir: PathBuf,
     /// `AgentConfig::worker_binary`.
     pub fixed_binary: Option<PathBuf>,
+    /// The processes whose logs are written, for readers (`ReadLog`).
+    pub writing: Writing,
 }
 
 impl SpawnConfig {
@@ -81,6 +83,7 @@ impl SpawnConfig {
         spill_dir: &Path,
         object_address: &str,
         log_dir: PathBuf,
+        writing: Writing,
     ) -> Self {
         SpawnConfig {
             env: vec![
@@ -92,6 +95,7 @@ impl SpawnConfig {
             ],
             log_dir,
             fixed_binary: config.worker_binary.clone(),
+            writing,
         }
     }
 }
@@ -554,7 +558,8 @@ async fn spawn_worker(
         }
     };
     let pid = child.id().unwrap_or(0);
-    let log_path = config.log_dir.join(format!("worker-{job}-{pid}.log"));
+    let log_path = config.log_dir.join(super::logs::worker_log_name(job, pid));
+    config.writing.started(job, pid);
     let file = starling_proto::dirs::append_file(&log_path)
         .ok()
         .map(tokio::fs::File::from_std);
@@ -563,7 +568,14 @@ async fn spawn_worker(
         _ => None,
     };
     let (kill, killed) = oneshot::channel();
-    let watcher = tokio::spawn(watch(child, killed, job, pid, events.clone(), pumping));
+    let watcher = tokio::spawn(watch(
+        child,
+        killed,
+        (job, pid),
+        events.clone(),
+        pumping,
+        config.writing.clone(),
+    ));
     Ok((
         pid,
         Proc {
@@ -578,10 +590,10 @@ async fn spawn_worker(
 async fn watch(
     mut child: Child,
     killed: oneshot::Receiver<()>,
-    job: JobId,
-    pid: u32,
+    (job, pid): (JobId, u32),
     events: mpsc::UnboundedSender<ProcEvent>,
     pumping: Option<JoinHandle<()>>,
+    writing: Writing,
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
@@ -594,6 +606,7 @@ async fn watch(
     if let Some(p) = pumping {
         let _ = tokio::time::timeout(REAP_TIMEOUT, p).await;
     }
+    writing.ended(job, pid);
     let _ = events.send(ProcEvent::Exited {
         job,
         pid,
@@ -622,6 +635,7 @@ mod tests {
             env: vec![],
             log_dir,
             fixed_binary: Some(binary),
+            writing: Writing::default(),
         };
         (
             Supervisor::new(spawn, None, tx, Arc::new(AgentLog::discard())),

@@ -787,13 +787,49 @@ impl Client {
     {
         let addr = self.addr.clone();
         let creds = self.creds.clone();
-        let fut = async move {
+        self.block(async move {
             let channel = connect_channel(&creds, &addr, Duration::from_secs(5)).await?;
             call(HeadClient::new(channel))
                 .await
                 .map(tonic::Response::into_inner)
                 .map_err(|s| Error::from_status(&addr, &s))
+        })
+    }
+
+    /// The head's multi-node jobs, oldest first.
+    pub fn list_jobs(&self) -> Result<Vec<starling_proto::jobs::JobInfo>> {
+        self.unary(|mut head| async move { head.list_jobs(starling_proto::rpc::Empty).await })
+    }
+
+    /// One read of a log file of the node whose object service is at `address`.
+    pub fn read_log(
+        &self,
+        address: &str,
+        request: starling_proto::jobs::LogFileRequest,
+    ) -> Result<starling_proto::jobs::LogChunk> {
+        use starling_proto::rpc::object_service_client::ObjectServiceClient;
+        // Node object services speak plain HTTP/2 unless their address says otherwise.
+        let address = if address.contains("://") {
+            address.to_string()
+        } else {
+            format!("http://{address}")
         };
+        let creds = self.creds.clone();
+        self.block(async move {
+            let channel = connect_channel(&creds, &address, Duration::from_secs(5)).await?;
+            ObjectServiceClient::new(channel)
+                .read_log(request)
+                .await
+                .map(tonic::Response::into_inner)
+                .map_err(|s| Error::from_status(&address, &s))
+        })
+    }
+
+    /// Waits here for `fut`, run on the I/O runtime.
+    fn block<T: Send>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
         // It can be asked from inside the I/O runtime's threads (never in practice) or from
         // user threads; block on a fresh thread to be safe in both.
         let handle = self.rt.clone();
