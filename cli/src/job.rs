@@ -1,7 +1,8 @@
 //! `starling job ...` and `starling pool ...`: multi-node jobs and compute pools.
 //!
 //! `starling job submit` prints the job id alone on the first line of stdout (scripts capture
-//! it); progress goes to stderr. `wait` and `submit --wait` exit non-zero when the job did not
+//! it); progress goes to stderr (the upload of a large payload and `--wait`: a bar and a
+//! spinner on a terminal, plain lines otherwise). `wait` and `submit --wait` exit non-zero when the job did not
 //! end DONE.
 
 use std::io::Write;
@@ -11,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use starling::jobs::{Job, JobClient, JobInfo, JobOptions, JobStatus, PoolInfo, PoolOptions};
+use starling::progress::{Progress, Unit};
 
 use crate::parse;
 
@@ -232,6 +234,7 @@ pub fn run(args: JobArgs) -> Result<()> {
 }
 
 fn submit(client: &JobClient, s: SubmitArgs) -> Result<()> {
+    let client = &client.clone().show_progress();
     let mut options = JobOptions::new()
         .target_instances(s.target_instances)
         .instance_timeout(s.instance_timeout)
@@ -282,6 +285,9 @@ fn submit(client: &JobClient, s: SubmitArgs) -> Result<()> {
 }
 
 fn wait(job: &Job, timeout: Option<Duration>) -> Result<()> {
+    // On a terminal a spinner with the state and the time waited, each change a line above it;
+    // otherwise a plain line per change.
+    let progress = Progress::new(&format!("job {}", job.id()), 0, Unit::Count);
     let info = job.wait_with(timeout, |i| {
         let detail = if i.message.is_empty() {
             match i.status {
@@ -296,8 +302,10 @@ fn wait(job: &Job, timeout: Option<Duration>) -> Result<()> {
         } else {
             format!(": {}", i.message)
         };
-        eprintln!("job {}: {}{detail}", i.id, i.status);
+        progress.line(&format!("job {}: {}{detail}", i.id, i.status));
+        progress.note(&format!("{}{detail}", i.status));
     })?;
+    progress.finish();
     println!("{}", info.status);
     match info.status {
         JobStatus::Done => Ok(()),

@@ -902,6 +902,67 @@ fn python_payloads_need_no_shebang_nor_execute_bit() {
     );
 }
 
+/// `job submit --wait` shows the upload of a large payload and the wait: as a bar and a
+/// spinner on a terminal (a pseudo-terminal made by `script`), as plain lines otherwise.
+#[test]
+fn progress_is_a_bar_on_a_terminal_and_lines_otherwise() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start("progress", 0);
+    c.cli_ok(&[
+        "pool",
+        "create",
+        "bar",
+        "--max-nodes",
+        "1",
+        "--num-cpus-per-node",
+        "1",
+    ]);
+    // A script of 2 MiB: past the size whose upload shows its progress.
+    let big = c.dir.join("big.sh");
+    let padding = "#".repeat(2 << 20);
+    std::fs::write(&big, format!("#!/bin/sh\necho ran\n{padding}\n")).expect("write big.sh");
+    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let big = big.to_str().expect("utf-8 path");
+
+    let (status, stdout, stderr) = c.cli(&["job", "submit", "--pool", "bar", "--wait", big]);
+    c.check(status.success(), &format!("submit --wait: {stderr}"));
+    let id = stdout.lines().next().unwrap_or_default().trim().to_string();
+    c.check(
+        stderr.contains("uploading the payload: 2.00 MiB of 2.00 MiB (100%)")
+            && stderr.contains(&format!("job {id}: DONE"))
+            && !stderr.contains('\x1b'),
+        &format!("plain lines off a terminal:\n{stderr}"),
+    );
+
+    let line = c
+        .command(&[
+            "job", "--head", &c.head, "submit", "--pool", "bar", "--wait", big,
+        ])
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let (status, out, err) = output_within(
+        std::process::Command::new("script")
+            .args(["-qec", &format!("{STARLING} {line}"), "/dev/null"])
+            .env_remove("STARLING_TOKEN"),
+        PAYLOAD,
+    )
+    .unwrap_or_else(|e| c.fail(&format!("script: {e}")));
+    c.check(
+        status.success(),
+        &format!("submit --wait on a terminal: {out}{err}"),
+    );
+    // A bar redrawn in place (erase-line codes), the spinner's state, the final state.
+    c.check(
+        out.contains("uploading the payload [")
+            && out.contains("\x1b[2K")
+            && out.contains("RUNNING")
+            && out.trim_end().ends_with("DONE"),
+        &format!("a bar and a spinner on a terminal:\n{out:?}"),
+    );
+}
+
 /// A job's processes hold a credential of their job, not the cluster token: with it a job acts
 /// on itself (its status) but cannot cancel, read the logs of, or submit another job, nor change
 /// pools. Ray gives every worker full cluster rights; here a payload has only its own.

@@ -381,10 +381,16 @@ struct Inner {
     head: HeadClient<AuthChannel>,
 }
 
+/// Uploads of at least this many bytes show their progress on a client that
+/// [shows it](JobClient::show_progress).
+pub const UPLOAD_PROGRESS_BYTES: u64 = 1 << 20;
+
 /// A connection to a head for managing jobs and pools. Cheap to clone.
 #[derive(Clone)]
 pub struct JobClient {
     inner: Arc<Inner>,
+    /// Whether uploads show their progress ([`JobClient::show_progress`]).
+    progress: bool,
 }
 
 impl fmt::Debug for JobClient {
@@ -427,6 +433,7 @@ impl JobClient {
                 rt,
                 head,
             }),
+            progress: false,
         };
         // One cheap call, so a missing or wrong token is reported here, not on first use.
         client.call(|mut h| async move { h.list_pools(Empty).await })?;
@@ -479,11 +486,41 @@ impl JobClient {
             })
     }
 
+    /// This client with payload uploads of [`UPLOAD_PROGRESS_BYTES`] or more showing their
+    /// progress on standard error ([`crate::progress`]: a bar on a terminal, a line per
+    /// quarter otherwise), as `starling job submit` does.
+    pub fn show_progress(mut self) -> Self {
+        self.progress = true;
+        self
+    }
+
     /// Uploads `data` (content-addressed) and returns its id.
     fn upload(&self, data: Vec<u8>) -> Result<String> {
+        use crate::progress::{Progress, Unit};
+        use tokio_stream::StreamExt;
+        let total = data.len() as u64;
         let chunks = crate::cluster::client::upload_chunks(&data);
-        self.call(|mut h| async move { h.put_binary(tokio_stream::iter(chunks)).await })
-            .map(|r| r.build)
+        drop(data);
+        let progress = (self.progress && total >= UPLOAD_PROGRESS_BYTES)
+            .then(|| Arc::new(Progress::new("uploading the payload", total, Unit::Bytes)));
+        let shown = progress.clone();
+        let mut sent = 0u64;
+        let stream = tokio_stream::iter(chunks).map(move |c| {
+            // Counted as each chunk is handed to the connection, whose window bounds how far
+            // that runs ahead of the head.
+            sent += c.data.len() as u64;
+            if let Some(p) = &shown {
+                p.set(sent);
+            }
+            c
+        });
+        let id = self
+            .call(|mut h| async move { h.put_binary(stream).await })
+            .map(|r| r.build);
+        if let Some(p) = progress {
+            p.finish();
+        }
+        id
     }
 
     fn submit(&self, spec: wire::JobSpec) -> Result<Job> {

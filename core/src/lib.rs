@@ -144,6 +144,7 @@ mod job_fn;
 pub mod jobs;
 mod object_ref;
 mod options;
+pub mod progress;
 mod registry;
 mod runtime;
 pub mod state;

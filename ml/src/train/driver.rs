@@ -99,8 +99,8 @@ impl GbdtEstimator {
         self
     }
 
-    /// Prints the eval metric (or, without an eval set, progress) every `n` rounds to stderr
-    /// (0: silent).
+    /// Prints the eval metric (or, without an eval set, progress) every `n` rounds to stderr,
+    /// above a bar of the rounds when stderr is a terminal (0: silent).
     pub fn verbose_eval(mut self, n: usize) -> Self {
         self.verbose_eval = n;
         self
@@ -352,6 +352,19 @@ impl GbdtEstimator {
         // (one round while an eval set decides when to stop).
         let mut per_round: Option<f64> = None;
         let mut round = 0usize;
+        // With `verbose_eval` on a terminal, a bar of the rounds too (its lines above it).
+        let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let bar = (self.verbose_eval > 0 && on_terminal).then(|| {
+            starling::progress::Progress::new(
+                "boosting",
+                self.n_estimators as u64,
+                starling::progress::Unit::Count,
+            )
+        });
+        let say = |line: String| match &bar {
+            Some(b) => b.line(&line),
+            None => eprintln!("{line}"),
+        };
         'rounds: while round < self.n_estimators {
             let forest_ref = starling::put(pack_forest(&forest))?;
             let batch: Vec<Grown> = if shards.len() == 1 {
@@ -395,6 +408,9 @@ impl GbdtEstimator {
                 forest.push(last.clone());
                 let done = round;
                 round += 1;
+                if let Some(b) = &bar {
+                    b.set(round as u64);
+                }
                 if let Some((eshards, states)) = &mut eval {
                     *states = eshards
                         .iter()
@@ -423,8 +439,14 @@ impl GbdtEstimator {
                         _ => sum / n as f64,
                     };
                     history.push(metric);
+                    if let Some(b) = &bar {
+                        b.note(&format!("eval-{}:{metric:.6}", metric_name(objective)));
+                    }
                     if self.verbose_eval > 0 && done.is_multiple_of(self.verbose_eval) {
-                        eprintln!("[{done}]\teval-{}:{metric:.6}", metric_name(objective));
+                        say(format!(
+                            "[{done}]\teval-{}:{metric:.6}",
+                            metric_name(objective)
+                        ));
                     }
                     if best.is_none_or(|(_, b)| metric < b) {
                         best = Some((done, metric));
@@ -436,11 +458,11 @@ impl GbdtEstimator {
                         }
                     }
                 } else if self.verbose_eval > 0 && done.is_multiple_of(self.verbose_eval) {
-                    eprintln!(
+                    say(format!(
                         "[{done}] {} trees, {:.1}s",
                         model.trees.len(),
                         began.elapsed().as_secs_f64()
-                    );
+                    ));
                 }
             }
         }
