@@ -229,4 +229,11 @@ fn head_and_agents_as_processes() {
 
     std::fs::write(&go, b"go").expect("tell the payload to go");
     c.wait_payload("state_api", &stdout, harness::PAYLOAD);
+
+    // Following a log ends once its process has exited (with the driver) and all was read.
+    let followed = c.cli_ok(&["logs", "--task", &shout, "--follow"]);
+    c.check(
+        followed.contains(&format!("[{shout}] out|shout 1")) && !followed.contains("shout 2"),
+        &format!("logs --follow, its process gone:\n{followed}"),
+    );
 }
