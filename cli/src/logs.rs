@@ -3,7 +3,7 @@
 //! logs` use.
 //!
 //! The head's task records say where a task ran: its node, its worker process's id and its
-//! job ([`LogSource::place`], shared with `starling::state::log`); the node's object service
+//! job ([`LogSource::locate`], shared with `starling::state::log`); the node's object service
 //! serves that process's log file (`ReadLog`), from which a task's own lines are the ones
 //! tagged with its id. Each read is one call; following polls until the process has exited
 //! and everything was read.
@@ -64,18 +64,7 @@ pub fn logs(args: LogsArgs) -> Result<()> {
         })?
         .tasks)
     };
-    let (recs, actor_job) = match source.task() {
-        Some(t) => {
-            let recs = records(t)?;
-            let actor_job = match recs.last().and_then(|r| r.actor) {
-                Some(a) if a != t => records(a)?.first().map(|r| r.job),
-                _ => None,
-            };
-            (recs, actor_job)
-        }
-        None => (Vec::new(), None),
-    };
-    let (node, mut request) = source.place(&recs, actor_job).map_err(|e| anyhow!(e))?;
+    let (node, mut request) = source.locate(records, |e| anyhow!(e))?;
     let nodes = ask(&args.head, "status", |mut head| async move {
         head.status(StatusRequest::default()).await
     })?

@@ -223,19 +223,7 @@ impl Log {
 /// the program's own output.
 pub fn log(source: LogSource) -> Result<Log> {
     let runtime = current_or_init();
-    let records = |t: TaskId| get_task(t);
-    let (recs, actor_job) = match source.task() {
-        Some(t) => {
-            let recs = records(t)?;
-            let actor_job = match recs.last().and_then(|r| r.actor) {
-                Some(a) if a != t => records(a)?.first().map(|r| r.job),
-                _ => None,
-            };
-            (recs, actor_job)
-        }
-        None => (Vec::new(), None),
-    };
-    let (node, request) = source.place(&recs, actor_job).map_err(Error::NoLog)?;
+    let (node, request) = source.locate(get_task, Error::NoLog)?;
     let address = crate::nodes()?
         .into_iter()
         .find(|n| n.id == node)

@@ -642,6 +642,28 @@ impl LogSource {
         }
     }
 
+    /// Where the output is ([`LogSource::place`]), asking `records` for every record of a task
+    /// (as a `task_id=` listing gives them): the source's, and for an actor's call its actor's.
+    /// `no_log` makes the caller's error of why there is no log to read.
+    pub fn locate<E>(
+        self,
+        mut records: impl FnMut(TaskId) -> Result<Vec<TaskEvent>, E>,
+        no_log: impl FnOnce(String) -> E,
+    ) -> Result<(NodeId, crate::jobs::LogFileRequest), E> {
+        let (recs, actor_job) = match self.task() {
+            Some(t) => {
+                let recs = records(t)?;
+                let actor_job = match recs.last().and_then(|r| r.actor) {
+                    Some(a) if a != t => records(a)?.first().map(|r| r.job),
+                    _ => None,
+                };
+                (recs, actor_job)
+            }
+            None => (Vec::new(), None),
+        };
+        self.place(&recs, actor_job).map_err(no_log)
+    }
+
     /// Where the output is: which node's file, and the read that asks for it. `records` are
     /// every record of [`LogSource::task`], oldest first; for an actor's call, `actor_job` is
     /// the job of the actor's own records (the job its process runs: a call may come from
