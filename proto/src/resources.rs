@@ -122,6 +122,11 @@ impl ResourceSet {
         self.cpu
     }
 
+    /// The GPU amount, in fixed-point units.
+    pub fn gpu_units(&self) -> u64 {
+        self.gpu
+    }
+
     /// Whether every amount is zero.
     pub fn is_empty(&self) -> bool {
         self.cpu == 0 && self.gpu == 0 && self.custom.is_empty()
@@ -174,6 +179,25 @@ impl ResourceSet {
         }
     }
 
+    /// [`ResourceSet::utilization`] once `need` is taken from `self` (what is available), with
+    /// no name lookup for CPUs and GPUs: placement asks it of every node it considers.
+    pub fn utilization_after(&self, need: &ResourceSet, total: &ResourceSet) -> f64 {
+        let used = |avail: u64, need: u64, total: u64| {
+            1.0 - avail.saturating_sub(need) as f64 / total as f64
+        };
+        let mut most: f64 = 0.0;
+        if total.cpu > 0 {
+            most = most.max(used(self.cpu, need.cpu, total.cpu));
+        }
+        if total.gpu > 0 {
+            most = most.max(used(self.gpu, need.gpu, total.gpu));
+        }
+        for (n, t) in &total.custom {
+            most = most.max(used(self.units(n), need.units(n), *t));
+        }
+        most
+    }
+
     /// The largest used/total fraction over the resources of `total` (0.0 = idle, 1.0 = full),
     /// where `self` is what is still available.
     pub fn utilization(&self, total: &ResourceSet) -> f64 {
@@ -210,6 +234,32 @@ impl fmt::Debug for ResourceSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utilization_after_a_task_is_that_of_what_is_left() {
+        let total = ResourceSet::new()
+            .with("CPU", 8.0)
+            .with("GPU", 2.0)
+            .with("disk", 4.0);
+        let available = ResourceSet::new()
+            .with("CPU", 6.0)
+            .with("GPU", 2.0)
+            .with("disk", 1.0);
+        for need in [
+            ResourceSet::new().with("CPU", 1.0),
+            ResourceSet::new().with("CPU", 2.0).with("GPU", 1.0),
+            ResourceSet::new().with("disk", 1.0),
+            ResourceSet::new().with("CPU", 7.0).with("other", 1.0),
+        ] {
+            let mut left = available.clone();
+            left.subtract(&need);
+            assert_eq!(
+                available.utilization_after(&need, &total),
+                left.utilization(&total),
+                "{need}"
+            );
+        }
+    }
 
     #[test]
     fn fractional_amounts_add_up_exactly() {

@@ -267,7 +267,7 @@ pub struct Core {
     pub(crate) fn_runtime_us: HashMap<std::sync::Arc<str>, f64>,
     /// The live tasks each live task submitted (only tasks with a parent are listed, and a
     /// parent's entry goes when it ends): what a cancel reaches recursively.
-    pub(crate) children: HashMap<TaskId, Vec<TaskId>>,
+    pub(crate) children: IdMap<TaskId, Vec<TaskId>>,
     /// Stored values that hold refs, with the objects they refer to (each counted once in that
     /// object's `nested_in`): see [`reactor::on_nested`](crate::reactor::on_nested).
     pub(crate) nested: IdMap<ObjectId, Box<[ObjectId]>>,

@@ -32,7 +32,7 @@ fn fits_now(n: &NodeState, need: &ResourceSet, pool: Pool, restricted: bool) -> 
         && n.serves(pool.job, restricted)
         && n.idle.iter().any(|(p, _)| *p == pool)
         && n.available.contains(need)
-        && n.gpus.fits(need.units("GPU"))
+        && n.gpus.fits(need.gpu_units())
 }
 
 fn fits_ever(n: &NodeState, need: &ResourceSet, pool: Pool, restricted: bool) -> bool {
@@ -101,13 +101,7 @@ fn hybrid(nodes: &[NodeState], need: &ResourceSet, pool: Pool, restricted: bool)
 }
 
 fn utilization_after(n: &NodeState, need: &ResourceSet) -> f64 {
-    n.total
-        .iter_units()
-        .map(|(name, total)| {
-            let free = n.available.units(name).saturating_sub(need.units(name));
-            1.0 - free as f64 / total as f64
-        })
-        .fold(0.0, f64::max)
+    n.available.utilization_after(need, &n.total)
 }
 
 fn wait_or_infeasible(

@@ -1193,7 +1193,7 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     node.available.subtract(&entry.spec.resources);
     let gpus = node
         .gpus
-        .take(entry.spec.resources.units("GPU"))
+        .take(entry.spec.resources.gpu_units())
         .expect("placement only picks nodes whose GPUs fit");
     entry.state = TaskState::Running {
         node: node.id,
@@ -1222,7 +1222,7 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
 /// or 1 for a task holding GPUs (its worker is shown the GPU ids of one grant).
 fn concurrency_of(spec: &TaskSpec) -> u32 {
     // An actor's calls run on its own worker, however many the actor runs at once.
-    if spec.resources.units("GPU") > 0 || spec.actor != ActorRole::None {
+    if spec.resources.gpu_units() > 0 || spec.actor != ActorRole::None {
         1
     } else {
         spec.max_concurrency.max(1)

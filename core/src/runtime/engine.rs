@@ -61,7 +61,6 @@ pub(crate) enum Event {
 }
 
 enum Effect {
-    Dispatch(WorkerId, Arc<TaskSpec>, Vec<Arc<str>>),
     Failed(ObjectId, Arc<TaskFailure>),
     Free(ObjectId),
     SpawnWorker,
@@ -73,8 +72,16 @@ enum Effect {
     Retire(WorkerId),
 }
 
+/// A task for an executor, with the ids of the GPUs it holds.
+type Dispatch = (WorkerId, Arc<TaskSpec>, Vec<Arc<str>>);
+
+/// What a batch asks for: dispatches (applied under the lock, into vectors kept from batch to
+/// batch) and the rest (applied after it).
 #[derive(Default)]
-struct Effects(Vec<Effect>);
+struct Effects {
+    dispatches: Vec<Dispatch>,
+    rest: Vec<Effect>,
+}
 
 impl Transport for Effects {
     fn dispatch(
@@ -84,14 +91,14 @@ impl Transport for Effects {
         task: &Arc<TaskSpec>,
         gpu_ids: &[Arc<str>],
     ) {
-        self.0
-            .push(Effect::Dispatch(worker, task.clone(), gpu_ids.to_vec()));
+        self.dispatches
+            .push((worker, task.clone(), gpu_ids.to_vec()));
     }
     fn object_failed(&mut self, object: ObjectId, failure: &Arc<TaskFailure>) {
-        self.0.push(Effect::Failed(object, failure.clone()));
+        self.rest.push(Effect::Failed(object, failure.clone()));
     }
     fn free_object(&mut self, object: ObjectId, _node: Option<NodeId>) {
-        self.0.push(Effect::Free(object));
+        self.rest.push(Effect::Free(object));
     }
     fn request_worker(
         &mut self,
@@ -99,20 +106,60 @@ impl Transport for Effects {
         _job: starling_proto::JobId,
         _env: &starling_proto::TaskEnv,
     ) {
-        self.0.push(Effect::SpawnWorker);
+        self.rest.push(Effect::SpawnWorker);
     }
     fn cancel_running(&mut self, worker: WorkerId, task: TaskId, force: bool) {
         // A thread cannot be killed: the task is told through `starling::is_cancelled()`, and
         // its late result is dropped by the scheduler and the store. With force, the scheduler
         // let the worker go at once (its CPU is free for other tasks); its thread ends when the
         // task returns.
-        self.0.push(Effect::Cancel(worker, task, force));
+        self.rest.push(Effect::Cancel(worker, task, force));
     }
     fn task_infeasible(&mut self, task: &TaskSpec, reason: &str) {
-        self.0.push(Effect::Infeasible(task.id, reason.to_string()));
+        self.rest
+            .push(Effect::Infeasible(task.id, reason.to_string()));
     }
     fn kill_worker(&mut self, worker: WorkerId) {
-        self.0.push(Effect::Retire(worker));
+        self.rest.push(Effect::Retire(worker));
+    }
+}
+
+/// A batch's effects once its dispatches are queued: the executors to wake and the rest.
+struct Batch {
+    rest: Vec<Effect>,
+    wake: Wakes,
+}
+
+/// The executors a batch handed tasks to, each once; the first few inline (a batch rarely
+/// dispatches to more), so a batch allocates nothing for them.
+#[derive(Default)]
+struct Wakes {
+    few: [u64; 4],
+    n: usize,
+    more: Vec<u64>,
+}
+
+impl Wakes {
+    fn add(&mut self, w: WorkerId) {
+        if self.few[..self.n].contains(&w.0) || self.more.contains(&w.0) {
+            return;
+        }
+        if self.n < self.few.len() {
+            self.few[self.n] = w.0;
+            self.n += 1;
+        } else {
+            self.more.push(w.0);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    fn each(&self, mut f: impl FnMut(WorkerId)) {
+        for w in self.few[..self.n].iter().chain(&self.more) {
+            f(WorkerId(*w));
+        }
     }
 }
 
@@ -300,7 +347,7 @@ impl Engine {
 
     /// Handles every event in the inbox, runs one scheduling pass, and returns the effects to
     /// apply once the lock is released.
-    fn drain(&self, sched: &mut Sched) -> Vec<Effect> {
+    fn drain(&self, sched: &mut Sched) -> Batch {
         let Sched { core, effects } = sched;
         let mut handled = 0;
         while let Some(ev) = self.inbox.pop() {
@@ -316,24 +363,36 @@ impl Engine {
     /// executors' queues now, under the lock: applied after unlocking, two batches applied by
     /// two threads could reach one executor out of the order the scheduler handed them out in
     /// (an actor's calls must run in that order). The rest is applied after unlocking.
-    fn take_effects(&self, effects: &mut Effects) -> Vec<Effect> {
-        let mut rest = Vec::new();
-        let slots = self.slots.read();
-        for e in effects.0.drain(..) {
-            match e {
-                Effect::Dispatch(w, task, gpu_ids) => {
-                    let slot = &slots[w.0 as usize - 1];
-                    slot.tasks.push((task, gpu_ids));
-                    slot.unparker.unpark();
-                    slot.signal.notify();
-                }
-                other => rest.push(other),
+    /// Waking the executors (a futex call for a parked one) waits until the lock is released.
+    fn take_effects(&self, effects: &mut Effects) -> Batch {
+        let mut wake = Wakes::default();
+        if !effects.dispatches.is_empty() {
+            let slots = self.slots.read();
+            for (w, task, gpu_ids) in effects.dispatches.drain(..) {
+                slots[w.0 as usize - 1].tasks.push((task, gpu_ids));
+                wake.add(w);
             }
         }
-        rest
+        Batch {
+            // Most batches have nothing else: taking an empty vector allocates nothing.
+            rest: std::mem::take(&mut effects.rest),
+            wake,
+        }
     }
 
-    fn apply(&self, effects: Vec<Effect>) {
+    fn apply(&self, batch: Batch) {
+        let Batch {
+            rest: effects,
+            wake,
+        } = batch;
+        if !wake.is_empty() {
+            let slots = self.slots.read();
+            wake.each(|w| {
+                let slot = &slots[w.0 as usize - 1];
+                slot.unparker.unpark();
+                slot.signal.notify();
+            });
+        }
         if effects.is_empty() {
             return;
         }
@@ -342,8 +401,6 @@ impl Engine {
             let slots = self.slots.read();
             for e in effects {
                 match e {
-                    // Pushed under the scheduler lock (`take_effects`).
-                    Effect::Dispatch(..) => unreachable!("dispatches are applied under the lock"),
                     Effect::Failed(o, f) => self.store.fail(o, f),
                     Effect::Free(o) => {
                         self.store.remove(o);
