@@ -6,9 +6,9 @@
 //! a different build of a changed function reports `FunctionNotFound` instead of decoding
 //! arguments of the wrong type.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, OnceLock};
+
+use starling_proto::hash::IdMap;
 
 use crate::__private::{InvokeAsyncFn, InvokeFn};
 
@@ -57,51 +57,10 @@ pub(crate) struct Entry {
     pub invoke_async: Option<InvokeAsyncFn>,
 }
 
-/// A hasher for function names, which every task looks up (at submit, to share its name; on
-/// its worker, to find its entry point): eight bytes per multiply, a few times cheaper than
-/// SipHash for names of tens of bytes. The names come from this binary's own code, so they
-/// need no defence against chosen collisions.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct NameHasher(u64);
-
-impl NameHasher {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-
-    #[inline]
-    fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
-    }
-}
-
-impl Hasher for NameHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        // The high bits pick hashbrown's control bytes: fold them into the low ones too.
-        self.0 ^ (self.0 >> 29)
-    }
-
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.mix(u64::from_le_bytes(c.try_into().expect("eight bytes")));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(last));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, b: u8) {
-        self.mix(u64::from(b));
-    }
-}
-
 pub(crate) struct Registry {
-    by_name: HashMap<&'static str, Entry, BuildHasherDefault<NameHasher>>,
+    /// On the engine's fast hasher: every task looks its function up by name (at submit, to
+    /// share its name; on its worker, to find its entry point).
+    by_name: IdMap<&'static str, Entry>,
     /// Names registered more than once (same module, name and signature, in different function
     /// bodies). Calls to them would be ambiguous, so the runtime refuses to start.
     pub duplicates: Vec<&'static str>,
@@ -111,7 +70,7 @@ impl Registry {
     pub fn get() -> &'static Registry {
         static REGISTRY: OnceLock<Registry> = OnceLock::new();
         REGISTRY.get_or_init(|| {
-            let mut by_name = HashMap::default();
+            let mut by_name = IdMap::default();
             let mut duplicates = Vec::new();
             for r in REMOTE_FUNCTIONS.iter() {
                 match by_name.entry(r.name) {

@@ -13,6 +13,7 @@ pub mod dirs;
 pub mod env;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod hash;
 mod ids;
 pub mod jobs;
 pub mod limits;

@@ -201,10 +201,7 @@ impl ResourceSet {
     /// The largest used/total fraction over the resources of `total` (0.0 = idle, 1.0 = full),
     /// where `self` is what is still available.
     pub fn utilization(&self, total: &ResourceSet) -> f64 {
-        total
-            .iter_units()
-            .map(|(n, t)| 1.0 - self.units(n) as f64 / t as f64)
-            .fold(0.0, f64::max)
+        self.utilization_after(&ResourceSet::new(), total)
     }
 }
 

@@ -21,8 +21,8 @@ use starling_proto::{
 };
 
 use crate::gpus::{GpuGrant, GpuSlots};
-use crate::hash::IdMap;
 use crate::objects::{ObjectEntry, ObjectState};
+use starling_proto::hash::IdMap;
 
 /// Where a task is in its life.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,7 +18,6 @@ pub mod actors;
 mod core;
 pub mod events;
 mod gpus;
-mod hash;
 pub mod jobs;
 mod objects;
 mod placement;

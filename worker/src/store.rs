@@ -10,14 +10,13 @@
 //! - Every waker registered on a pending entry is woken exactly once, when it settles or is
 //!   removed.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
 
 use parking_lot::Mutex;
+use starling_proto::hash::IdMap;
 use starling_proto::{ObjectId, TaskFailure};
 
 /// An immutable object value: encoded bytes shared by reference count, in memory or mapped
@@ -135,24 +134,7 @@ enum Slot {
     Failed(Arc<TaskFailure>),
 }
 
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type Shard = Mutex<HashMap<ObjectId, Slot, BuildHasherDefault<IdHasher>>>;
+type Shard = Mutex<IdMap<ObjectId, Slot>>;
 
 const SHARDS: usize = 64;
 
@@ -180,9 +162,7 @@ impl ObjectStore {
     /// An empty store.
     pub fn new() -> Self {
         ObjectStore {
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(HashMap::default()))
-                .collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(IdMap::default())).collect(),
             bytes: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
         }

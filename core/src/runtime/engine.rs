@@ -75,8 +75,8 @@ enum Effect {
 /// A task for an executor, with the ids of the GPUs it holds.
 type Dispatch = (WorkerId, Arc<TaskSpec>, Vec<Arc<str>>);
 
-/// What a batch asks for: dispatches (applied under the lock, into vectors kept from batch to
-/// batch) and the rest (applied after it).
+/// What a batch asks for: dispatches, queued under the lock (their vector is reused batch after
+/// batch), and the rest, applied after it.
 #[derive(Default)]
 struct Effects {
     dispatches: Vec<Dispatch>,
