@@ -268,6 +268,10 @@ pub struct Core {
     /// The live tasks each live task submitted (only tasks with a parent are listed, and a
     /// parent's entry goes when it ends): what a cancel reaches recursively.
     pub(crate) children: IdMap<TaskId, Vec<TaskId>>,
+    /// Waits in `get` of threads that run no task of their own, with the worker that lends its
+    /// CPUs for each (counted in its `blocked_tasks`): see
+    /// [`reactor::on_thread_blocked`](crate::reactor::on_thread_blocked).
+    pub(crate) thread_waits: IdMap<u64, WorkerId>,
     /// Stored values that hold refs, with the objects they refer to (each counted once in that
     /// object's `nested_in`): see [`reactor::on_nested`](crate::reactor::on_nested).
     pub(crate) nested: IdMap<ObjectId, Box<[ObjectId]>>,
@@ -299,6 +303,12 @@ impl Core {
             pipeline_depth: 1,
             ..Self::default()
         }
+    }
+
+    /// The worker lending its CPUs for the thread wait `wait` (see
+    /// [`reactor::on_thread_blocked`](crate::reactor::on_thread_blocked)), if one does.
+    pub fn thread_lender_of(&self, wait: u64) -> Option<WorkerId> {
+        self.thread_waits.get(&wait).copied()
     }
 
     /// Lets a busy worker be handed up to `depth` tasks of the class it is running when no idle

@@ -621,6 +621,7 @@ fn task_done(
         if !w.draining {
             node.idle.push((w.pool(), worker));
         }
+        relend_thread_waits(core, worker);
     }
 
     let Some(entry) = core.tasks.get(&task) else {
@@ -879,6 +880,7 @@ pub fn on_worker_removed(core: &mut Core, t: &mut impl Transport, worker: Worker
     node.idle.retain(|(_, id)| *id != worker);
     node.available.add(&w.held);
     node.gpus.give(&w.gpus);
+    relend_thread_waits(core, worker);
     if let Some(actor) = w.actor {
         actors::on_worker_lost(core, t, actor, w.tasks, exit);
         return;
@@ -953,21 +955,60 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
     core.nodes[w.node].available.add(&lent);
 }
 
-/// A thread that is not running a task of its own waits in `get` while tasks run: in-process,
-/// it may be a thread a task spawned (nothing tells it from a driver's thread there), and that
-/// task may be waiting for it to finish. It lends the CPUs of one running task, the one that
-/// has not lent them yet with the smallest id, as if that task were blocked, so the tasks it
-/// waits for can run. Returns the worker that lent, for [`on_worker_unblocked`] when the wait
-/// ends; `None` if no task runs (nothing holds a CPU that could be lent).
-pub fn on_thread_blocked(core: &mut Core) -> Option<WorkerId> {
-    let pick = core
-        .workers
+/// A thread that is not running a task of its own waits in `get` while tasks run (wait `wait`,
+/// an id its caller chose): in-process, it may be a thread a task spawned (nothing tells it from
+/// a driver's thread there), and that task may be waiting for it to finish. It lends the CPUs
+/// of one running task, the one that has not lent them yet with the smallest id, as if that
+/// task were blocked, so the tasks it waits for can run. If that task ends first, the wait
+/// lends another's ([`relend_thread_waits`]): a wait lends for as long as it lasts and tasks
+/// run, or a task whose threads wait would get its CPUs back while they still need them lent.
+/// Returns whether a task lent (`false` if none runs: nothing holds a CPU that could be lent).
+/// [`on_thread_unblocked`] ends the wait.
+pub fn on_thread_blocked(core: &mut Core, wait: u64) -> bool {
+    if core.thread_waits.contains_key(&wait) {
+        return true;
+    }
+    let Some(pick) = thread_lender(core) else {
+        return false;
+    };
+    on_worker_blocked(core, pick);
+    core.thread_waits.insert(wait, pick);
+    true
+}
+
+/// The running task a thread's wait borrows CPUs from (see [`on_thread_blocked`]).
+fn thread_lender(core: &Core) -> Option<WorkerId> {
+    core.workers
         .iter()
         .filter(|(_, w)| !w.tasks.is_empty() && !w.draining && w.actor.is_none())
         .min_by_key(|(id, w)| (w.blocked, **id))
-        .map(|(id, _)| *id)?;
-    on_worker_blocked(core, pick);
-    Some(pick)
+        .map(|(id, _)| *id)
+}
+
+/// Wait `wait` of [`on_thread_blocked`] ended: the task that lends for it takes its CPUs back
+/// (once nothing else of it waits).
+pub fn on_thread_unblocked(core: &mut Core, wait: u64) {
+    if let Some(worker) = core.thread_waits.remove(&wait) {
+        on_worker_unblocked(core, worker);
+    }
+}
+
+/// `worker` stopped running tasks (they ended, or it is gone): the thread waits it lent for
+/// move to another running task, which lends in its place.
+fn relend_thread_waits(core: &mut Core, worker: WorkerId) {
+    if core.thread_waits.is_empty() {
+        return;
+    }
+    let waits: Vec<u64> = core
+        .thread_waits
+        .iter()
+        .filter(|(_, w)| **w == worker)
+        .map(|(wait, _)| *wait)
+        .collect();
+    for wait in waits {
+        core.thread_waits.remove(&wait);
+        on_thread_blocked(core, wait);
+    }
 }
 
 /// `worker`'s task is running again. It takes its CPUs back if they are free; otherwise it runs

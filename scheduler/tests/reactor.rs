@@ -1991,30 +1991,78 @@ fn nothing_is_pipelined_behind_its_own_ancestor() {
 #[test]
 fn a_waiting_thread_lends_a_running_task_s_cpus() {
     let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), [1, 2, 3]);
-    assert_eq!(
-        reactor::on_thread_blocked(&mut c.core),
-        None,
+    assert!(
+        !reactor::on_thread_blocked(&mut c.core, 100),
         "nothing runs: nothing to lend"
     );
+    reactor::on_thread_unblocked(&mut c.core, 100);
     c.submit(task(1, vec![]));
     c.submit(task(2, vec![]));
     c.submit(task(3, vec![]));
     let first = c.dispatch();
     assert_eq!(first.len(), 2, "two CPUs, two tasks: {first:?}");
-    let lender = reactor::on_thread_blocked(&mut c.core).expect("a running task lends");
+    assert!(reactor::on_thread_blocked(&mut c.core, 101));
     assert_eq!(c.available(N1).cpu_units(), 10_000, "one CPU lent");
-    let second = reactor::on_thread_blocked(&mut c.core).expect("the other one lends");
-    assert_ne!(lender, second, "each lends once");
+    assert!(reactor::on_thread_blocked(&mut c.core, 102));
+    assert_eq!(
+        c.available(N1).cpu_units(),
+        20_000,
+        "each running task lends once"
+    );
     let third = c.dispatch();
     assert!(
         third.len() == 1 && third[0].2 == TaskId(3),
         "the lent CPU runs the third task: {third:?}"
     );
-    on_worker_unblocked(&mut c.core, lender);
-    on_worker_unblocked(&mut c.core, second);
+    reactor::on_thread_unblocked(&mut c.core, 101);
+    reactor::on_thread_unblocked(&mut c.core, 102);
     for id in 1..=3 {
         c.succeed(id);
     }
+    c.assert_all_free();
+}
+
+/// A wait of a thread lends for as long as it lasts: when the task lending for it ends first,
+/// another running task lends in its place. Here a parent holding both CPUs has two threads
+/// waiting for children; the second thread's wait first borrows from a child, which ends, and
+/// when the first thread's wait ends the parent must not take its CPUs back while the second
+/// still waits for a child that needs them.
+#[test]
+fn a_thread_wait_outliving_its_lender_moves_to_another_task() {
+    let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), [1, 2, 3, 4]);
+    let mut parent = task(1, vec![]);
+    parent.resources = ResourceSet::cpus(2.0);
+    c.submit(parent);
+    assert_eq!(tasks_of(&c.dispatch()), [1]);
+    // The parent's first thread waits: the parent lends both CPUs; a child runs.
+    assert!(reactor::on_thread_blocked(&mut c.core, 101));
+    c.submit(task(2, vec![]));
+    assert_eq!(tasks_of(&c.dispatch()), [2]);
+    // The second thread waits: it borrows from the running child (not yet lending).
+    assert!(reactor::on_thread_blocked(&mut c.core, 102));
+    assert_eq!(c.core.thread_lender_of(102), Some(c.worker_of(2)));
+    c.succeed(2);
+    assert_eq!(
+        c.core.thread_lender_of(102),
+        Some(c.worker_of(1)),
+        "the wait moved to the parent"
+    );
+    // The second thread's child is queued; the first thread's wait ends.
+    c.submit(task(3, vec![]));
+    reactor::on_thread_unblocked(&mut c.core, 101);
+    assert_eq!(
+        tasks_of(&c.dispatch()),
+        [3],
+        "the parent still lends for the second thread"
+    );
+    c.succeed(3);
+    reactor::on_thread_unblocked(&mut c.core, 102);
+    assert_eq!(
+        c.available(N1).cpu_units(),
+        0,
+        "the parent holds its CPUs again"
+    );
+    c.succeed(1);
     c.assert_all_free();
 }
 

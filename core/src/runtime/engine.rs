@@ -53,10 +53,10 @@ pub(crate) enum Event {
     Blocked(WorkerId),
     Unblocked(WorkerId),
     /// A thread that runs no task of its own (one a task spawned, or a driver's) blocked in
-    /// `get`; the handler stores the worker that lent its CPUs for it (0: none).
-    ThreadBlocked(Arc<AtomicU64>),
+    /// `get`: the wait with this id (from [`Engine::next_id`]) lends a running task's CPUs.
+    ThreadBlocked(u64),
     /// That wait ended.
-    ThreadUnblocked(Arc<AtomicU64>),
+    ThreadUnblocked(u64),
     WorkerAdded(WorkerId),
 }
 
@@ -719,15 +719,14 @@ impl Engine {
 struct Hooks<'a> {
     engine: &'a Engine,
     worker: Option<WorkerId>,
-    /// For a thread that may belong to a task: the worker that lent for it.
-    lender: Option<Arc<AtomicU64>>,
+    /// For a thread that may belong to a task: the id of its wait, which lends a task's CPUs.
+    lender: Option<u64>,
 }
 
 impl<'a> Hooks<'a> {
     fn new(engine: &'a Engine) -> Self {
         let worker = exec::current_worker(engine as *const Engine as usize);
-        let lender =
-            (worker.is_none() && !super::is_driver_thread()).then(|| Arc::new(AtomicU64::new(0)));
+        let lender = (worker.is_none() && !super::is_driver_thread()).then(|| engine.next_id());
         Hooks {
             engine,
             worker,
@@ -744,11 +743,11 @@ impl wait::WaitHooks for Hooks<'_> {
             } else {
                 Event::Unblocked(w)
             });
-        } else if let Some(lender) = &self.lender {
+        } else if let Some(wait) = self.lender {
             self.engine.post(if blocked {
-                Event::ThreadBlocked(lender.clone())
+                Event::ThreadBlocked(wait)
             } else {
-                Event::ThreadUnblocked(lender.clone())
+                Event::ThreadUnblocked(wait)
             });
         }
     }
@@ -788,14 +787,10 @@ fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
         Event::FailedPut(o, f) => reactor::on_failed_put(core, effects, o, f),
         Event::Blocked(w) => reactor::on_worker_blocked(core, w),
         Event::Unblocked(w) => reactor::on_worker_unblocked(core, w),
-        Event::ThreadBlocked(lender) => {
-            let w = reactor::on_thread_blocked(core).map_or(0, |w| w.0);
-            lender.store(w, Ordering::SeqCst);
+        Event::ThreadBlocked(wait) => {
+            reactor::on_thread_blocked(core, wait);
         }
-        Event::ThreadUnblocked(lender) => match lender.load(Ordering::SeqCst) {
-            0 => {}
-            w => reactor::on_worker_unblocked(core, WorkerId(w)),
-        },
+        Event::ThreadUnblocked(wait) => reactor::on_thread_unblocked(core, wait),
         Event::WorkerAdded(w) => reactor::on_worker_added(core, NODE, w),
     }
 }
