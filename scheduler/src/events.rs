@@ -27,7 +27,10 @@ pub(crate) const NO_RECORD: u64 = u64::MAX;
 #[derive(Clone, Debug)]
 pub(crate) struct Record {
     task: TaskId,
-    function: FunctionName,
+    /// The function's place in [`TaskEvents::names`] (a record holds no reference count of
+    /// its own: bumping the name's, shared with every spec of the function across threads,
+    /// cost more than the rest of the record).
+    name: u32,
     parent: TaskId,
     actor: TaskId,
     node: NodeId,
@@ -112,6 +115,16 @@ pub struct TaskEvents {
     last: Option<(JobId, usize)>,
     /// The function of the last attempt that ended and its counters' place in `figures`.
     last_ended: Option<(FunctionName, usize)>,
+    /// The functions records name, each once ([`Record::name`] is a place here); emptied and
+    /// made again from the records held when it reaches [`TaskEvents::MAX_NAMES`].
+    names: Vec<FunctionName>,
+    /// Each name's place in `names`.
+    name_at: HashMap<FunctionName, u32>,
+    /// The name last looked up and its place (most records in a row are of one function).
+    last_name: Option<(FunctionName, u32)>,
+    /// The size of `names` that makes it be made again: [`TaskEvents::MAX_NAMES`], or twice
+    /// what the records held named when it last was.
+    names_bound: usize,
     /// Records held, in all rings.
     held: usize,
     /// Records ever dropped.
@@ -170,6 +183,10 @@ impl TaskEvents {
             ring_of: HashMap::new(),
             last: None,
             last_ended: None,
+            names: Vec::new(),
+            name_at: HashMap::new(),
+            last_name: None,
+            names_bound: Self::MAX_NAMES,
             held: 0,
             dropped: 0,
             clock: no_clock,
@@ -264,9 +281,10 @@ impl TaskEvents {
             ActorRole::Create(_) => (TaskKind::ActorCreation, spec.id),
             ActorRole::Call(a) => (TaskKind::ActorCall, *a),
         };
+        let name = self.name_of(&spec.function);
         let record = Record {
             task: spec.id,
-            function: spec.function.clone(),
+            name,
             parent: spec.parent.unwrap_or_default(),
             actor,
             node: NodeId(0),
@@ -287,7 +305,7 @@ impl TaskEvents {
             // Grown by doubling, but never past the bound: a ring of the bound's size takes
             // the bound, not the next power of two above it.
             let len = ring.records.len();
-            let want = (len * 2).clamp(64, most.max(len + 1));
+            let want = (len * 2).max(64).min(most.max(len + 1));
             ring.records.reserve_exact(want - len);
         }
         ring.records.push_back(record);
@@ -297,6 +315,56 @@ impl TaskEvents {
             self.shrink();
         }
         seq
+    }
+
+    /// Names kept before the table is made again from the records held (so names of tasks
+    /// whose records are gone do not pile up).
+    pub const MAX_NAMES: usize = 1 << 16;
+
+    /// The place of `function` in `names`, added if new.
+    fn name_of(&mut self, function: &FunctionName) -> u32 {
+        if let Some((last, at)) = &self.last_name {
+            // The same allocation (in process, every spec of a function shares it), or an
+            // equal name (decoded from a worker's message): no reference count touched.
+            if Arc::ptr_eq(last, function) || **last == **function {
+                return *at;
+            }
+        }
+        let at = match self.name_at.get(function) {
+            Some(&at) => at,
+            None => {
+                if self.names.len() >= self.names_bound {
+                    self.compact_names();
+                }
+                let at = self.names.len() as u32;
+                self.names.push(function.clone());
+                self.name_at.insert(function.clone(), at);
+                at
+            }
+        };
+        self.last_name = Some((function.clone(), at));
+        at
+    }
+
+    /// Makes `names` again from the names of the records held.
+    fn compact_names(&mut self) {
+        let old = std::mem::take(&mut self.names);
+        self.name_at.clear();
+        self.last_name = None;
+        let mut remap: Vec<u32> = vec![u32::MAX; old.len()];
+        for ring in &mut self.rings {
+            for r in &mut ring.records {
+                let new = &mut remap[r.name as usize];
+                if *new == u32::MAX {
+                    *new = self.names.len() as u32;
+                    let name = old[r.name as usize].clone();
+                    self.name_at.insert(name.clone(), *new);
+                    self.names.push(name);
+                }
+                r.name = *new;
+            }
+        }
+        self.names_bound = Self::MAX_NAMES.max(2 * self.names.len());
     }
 
     /// A record for an attempt of `spec` that failed before it could wait for anything (its
@@ -477,7 +545,7 @@ impl TaskEvents {
         for ring in rings {
             list.dropped += ring.dropped;
             for r in &ring.records {
-                let mut event = r.event(ring.job);
+                let mut event = r.event(ring.job, &self.names);
                 event.pid = self.pids.get(&r.worker).copied().unwrap_or(0);
                 if !q.accepts(&event) {
                     continue;
@@ -512,7 +580,7 @@ impl TaskEvents {
 }
 
 impl Record {
-    fn event(&self, job: JobId) -> TaskEvent {
+    fn event(&self, job: JobId, names: &[FunctionName]) -> TaskEvent {
         let id = |v: u64| (v != 0).then_some(v);
         let (error_type, error, backtrace) = match &self.failure {
             Some(f) => (
@@ -529,7 +597,7 @@ impl Record {
             task: self.task,
             attempt: self.attempt,
             job,
-            name: self.function.to_string(),
+            name: names[self.name as usize].to_string(),
             kind: self.kind,
             state: self.state,
             parent: id(self.parent.0).map(TaskId),
@@ -595,6 +663,26 @@ mod tests {
         });
         assert_eq!(by_pid.tasks.len(), 1);
         assert_eq!(by_pid.tasks[0].pid, 4321);
+    }
+
+    /// Records name their function by its place in one table: the names of dropped records
+    /// go when the table is made again, the held ones keep theirs.
+    #[test]
+    fn names_of_dropped_records_do_not_pile_up() {
+        let per = TaskEvents::RECORD_BYTES;
+        let mut ev = TaskEvents::with_cap(10 * per);
+        let n = TaskEvents::MAX_NAMES as u64 + 100;
+        for i in 0..n {
+            let mut s = spec(i + 1, 1);
+            s.function = format!("app::f{i}#00").into();
+            ev.open(&s, true);
+        }
+        assert!(ev.names.len() < 1000, "{} names kept", ev.names.len());
+        let list = ev.query(&TaskQuery::default());
+        assert!(!list.tasks.is_empty() && list.tasks.len() <= 10);
+        for e in &list.tasks {
+            assert_eq!(e.name, format!("app::f{}#00", e.task.0 - 1), "{e:?}");
+        }
     }
 
     #[test]

@@ -40,14 +40,20 @@ const NODE: NodeId = NodeId(1);
 /// Extra executor threads started for workers blocked in `get`, at most.
 const MAX_EXTRA_THREADS: usize = 4096;
 
+/// What threads tell the scheduler. Kept small (32 bytes): the inbox's blocks are allocated
+/// zeroed, a few dozen events each, so every byte here is paid per event; the rare outcomes
+/// are boxed.
 pub(crate) enum Event {
     Submit(Arc<TaskSpec>),
-    Finished(WorkerId, TaskId, TaskOutcome),
+    /// The task's one value is stored; its encoded size.
+    Stored(WorkerId, TaskId, u64),
+    /// Any other outcome.
+    Finished(WorkerId, TaskId, Box<TaskOutcome>),
     Release(ObjectId),
     /// One more ref group for the object (a ref was decoded).
     AddRef(ObjectId),
     /// The stored value of the first object holds refs to the others.
-    Nested(ObjectId, Vec<ObjectId>),
+    Nested(ObjectId, Box<[ObjectId]>),
     Put(ObjectId, u64),
     FailedPut(ObjectId, Arc<TaskFailure>),
     Blocked(WorkerId),
@@ -187,6 +193,10 @@ pub(crate) struct Slot {
     pub earlier_cancels: Mutex<Vec<u64>>,
     /// Whether `earlier_cancels` holds any (so most checks never lock it).
     pub has_earlier_cancels: AtomicBool,
+    /// Tasks of this executor whose values are stored but whose ends are not posted yet (the
+    /// state API waits for them: see [`Engine::list_tasks`]). One counter per executor, so
+    /// executors do not share a cache line per task.
+    pub settling: AtomicUsize,
 }
 
 impl Slot {
@@ -223,10 +233,6 @@ pub(crate) struct Engine {
     pub(crate) streams: crate::stream::Streams,
     inbox: SegQueue<Event>,
     pending: AtomicUsize,
-    /// Tasks whose values are in the store (a caller may have read them) but whose end is not
-    /// yet posted to the scheduler: the state API waits for none to be left, so a record it
-    /// shows is never older than a value its caller saw.
-    pub(crate) settling: AtomicUsize,
     pub(crate) store: ObjectStore,
     slots: RwLock<Vec<Arc<Slot>>>,
     next_object: AtomicU64,
@@ -268,7 +274,6 @@ impl Engine {
             streams: Default::default(),
             inbox: SegQueue::new(),
             pending: AtomicUsize::new(0),
-            settling: AtomicUsize::new(0),
             store: ObjectStore::new(),
             slots: RwLock::new(Vec::new()),
             next_object: AtomicU64::new(1),
@@ -298,6 +303,7 @@ impl Engine {
             signal: Arc::default(),
             earlier_cancels: Mutex::new(Vec::new()),
             has_earlier_cancels: AtomicBool::new(false),
+            settling: AtomicUsize::new(0),
         });
         slots.push(slot.clone());
         drop(slots);
@@ -479,7 +485,7 @@ impl Engine {
         self.store.put(id, Blob::new(bytes));
         self.post(Event::Put(id, size));
         if !nested.is_empty() {
-            self.post(Event::Nested(id, nested));
+            self.post(Event::Nested(id, nested.into_boxed_slice()));
         }
         id
     }
@@ -616,7 +622,13 @@ impl Engine {
         // Ends already visible in the store are posted within microseconds (storing and
         // posting are back to back on the executor); wait for them, boundedly.
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
-        while self.settling.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        let settling = || {
+            self.slots
+                .read()
+                .iter()
+                .any(|s| s.settling.load(Ordering::SeqCst) > 0)
+        };
+        while settling() && std::time::Instant::now() < deadline {
             std::thread::yield_now();
         }
         self.pump();
@@ -779,10 +791,15 @@ fn nested(core: &mut Core, container: ObjectId, refs: Vec<ObjectId>) {
 fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
     match ev {
         Event::Submit(spec) => reactor::on_submit_arc(core, effects, spec),
-        Event::Finished(w, task, outcome) => reactor::on_task_done(core, effects, w, task, outcome),
+        Event::Stored(w, task, size) => {
+            reactor::on_task_done(core, effects, w, task, TaskOutcome::Stored { size })
+        }
+        Event::Finished(w, task, outcome) => {
+            reactor::on_task_done(core, effects, w, task, *outcome)
+        }
         Event::Release(o) => reactor::on_release(core, effects, o),
         Event::AddRef(o) => add_ref(core, effects, o),
-        Event::Nested(o, refs) => nested(core, o, refs),
+        Event::Nested(o, refs) => nested(core, o, refs.into_vec()),
         Event::Put(o, size) => reactor::on_put(core, o, NODE, size),
         Event::FailedPut(o, f) => reactor::on_failed_put(core, effects, o, f),
         Event::Blocked(w) => reactor::on_worker_blocked(core, w),
@@ -792,5 +809,13 @@ fn handle(core: &mut Core, effects: &mut Effects, ev: Event) {
         }
         Event::ThreadUnblocked(wait) => reactor::on_thread_unblocked(core, wait),
         Event::WorkerAdded(w) => reactor::on_worker_added(core, NODE, w),
+    }
+}
+#[cfg(test)]
+mod tests {
+    /// The inbox pays for every byte of an event (see [`super::Event`]).
+    #[test]
+    fn an_event_is_four_words() {
+        assert!(std::mem::size_of::<super::Event>() <= 32);
     }
 }

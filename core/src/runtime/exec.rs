@@ -259,9 +259,12 @@ type Settled = (TaskOutcome, Nested);
 
 /// Tells the scheduler how `task` ended, and which refs its results hold.
 fn report(engine: &Engine, slot: &Slot, task: &TaskSpec, outcome: TaskOutcome, nested: Nested) {
-    engine.post(Event::Finished(slot.id, task.id, outcome));
+    engine.post(match outcome {
+        TaskOutcome::Stored { size } => Event::Stored(slot.id, task.id, size),
+        other => Event::Finished(slot.id, task.id, Box::new(other)),
+    });
     // Counted up in `settle`, which every report follows.
-    engine.settling.fetch_sub(1, Ordering::SeqCst);
+    slot.settling.fetch_sub(1, Ordering::SeqCst);
     for (object, refs) in task.return_objects().zip(&nested) {
         if !refs.is_empty() {
             let ids = refs.iter().map(|h| h.id).collect();
@@ -308,7 +311,7 @@ fn start(
 ) -> Result<std::pin::Pin<Box<dyn Future<Output = Invoked>>>, Settled> {
     let blobs = arguments(engine, task).map_err(|outcome| {
         // Not settled, but reported: counted as `settle` counts.
-        engine.settling.fetch_add(1, Ordering::SeqCst);
+        slot.settling.fetch_add(1, Ordering::SeqCst);
         (outcome, Vec::new())
     })?;
     let args = encoded(task, &blobs);
@@ -327,7 +330,7 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) ->
         Ok(b) => b,
         Err(outcome) => {
             // Not settled, but reported: counted as `settle` counts.
-            engine.settling.fetch_add(1, Ordering::SeqCst);
+            slot.settling.fetch_add(1, Ordering::SeqCst);
             return (outcome, Vec::new());
         }
     };
@@ -347,8 +350,8 @@ fn run(engine: &Engine, slot: &Slot, task: &TaskSpec, gpu_ids: Vec<Arc<str>>) ->
 /// Stores what `task` returned (unless it was cancelled meanwhile): how it ended, for the
 /// scheduler, and the refs nested in its results.
 fn settle(engine: &Engine, slot: &Slot, task: &TaskSpec, invoked: Invoked) -> Settled {
-    // Until `report` posts the end, the state API waits for it (see `Engine::settling`).
-    engine.settling.fetch_add(1, Ordering::SeqCst);
+    // Until `report` posts the end, the state API waits for it (see `Slot::settling`).
+    slot.settling.fetch_add(1, Ordering::SeqCst);
     let cancelled = slot.is_cancelled(task.id.0);
     slot.forget_cancel(task.id.0);
     match invoked {
