@@ -6,7 +6,7 @@
 //! a different build of a changed function reports `FunctionNotFound` instead of decoding
 //! arguments of the wrong type.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use starling_proto::hash::IdMap;
 
@@ -51,15 +51,14 @@ impl Registration {
 pub static REMOTE_FUNCTIONS: [Registration];
 
 pub(crate) struct Entry {
-    pub name: Arc<str>,
     pub invoke: InvokeFn,
     /// For an async function: its entry point for tasks run together (`max_concurrency`).
     pub invoke_async: Option<InvokeAsyncFn>,
 }
 
 pub(crate) struct Registry {
-    /// On the engine's fast hasher: every task looks its function up by name (at submit, to
-    /// share its name; on its worker, to find its entry point).
+    /// On the engine's fast hasher: every task looks its function up by name on its worker, to
+    /// find its entry point.
     by_name: IdMap<&'static str, Entry>,
     /// Names registered more than once (same module, name and signature, in different function
     /// bodies). Calls to them would be ambiguous, so the runtime refuses to start.
@@ -77,7 +76,6 @@ impl Registry {
                     std::collections::hash_map::Entry::Occupied(_) => duplicates.push(r.name),
                     std::collections::hash_map::Entry::Vacant(v) => {
                         v.insert(Entry {
-                            name: Arc::from(r.name),
                             invoke: r.invoke,
                             invoke_async: r.invoke_async,
                         });
@@ -98,14 +96,6 @@ impl Registry {
     /// The entry point of `name` for tasks run together, if it is an async function here.
     pub fn async_entry(&self, name: &str) -> Option<InvokeAsyncFn> {
         self.lookup(name)?.invoke_async
-    }
-
-    /// The shared name of `name`, so every task of a function shares one allocation.
-    pub fn intern(&self, name: &str) -> Arc<str> {
-        match self.by_name.get(name) {
-            Some(e) => e.name.clone(),
-            None => Arc::from(name),
-        }
     }
 }
 

@@ -6,8 +6,123 @@ use std::sync::Arc;
 use crate::{JobId, NodeId, ObjectId, ResourceSet, TaskId};
 
 /// The registered name of a remote function: `module::path::name#signature-hash`.
-/// Shared, because every call of a function carries it.
-pub type FunctionName = Arc<str>;
+///
+/// Every call of a function carries it, so it is cheap to clone: a name from this build's
+/// registry is a `&'static str` (cloned without touching memory other threads write: a shared
+/// reference count, bumped by every thread that submits or drops a spec, cost more than the
+/// rest of an in-process task's record); a name decoded from a message is shared. Compared,
+/// hashed and ordered by its text.
+#[derive(Clone)]
+pub struct FunctionName(NameRepr);
+
+#[derive(Clone)]
+enum NameRepr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl FunctionName {
+    /// A name that lives as long as the program (a registered function's).
+    pub const fn from_static(name: &'static str) -> Self {
+        FunctionName(NameRepr::Static(name))
+    }
+
+    /// The name's text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            NameRepr::Static(s) => s,
+            NameRepr::Shared(s) => s,
+        }
+    }
+
+    /// Whether both are the same text in the same memory (a cheaper test than equality, which
+    /// it implies).
+    pub fn same(&self, other: &FunctionName) -> bool {
+        let (a, b) = (self.as_str(), other.as_str());
+        std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
+    }
+}
+
+impl std::ops::Deref for FunctionName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for FunctionName {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for FunctionName {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<&str> for FunctionName {
+    fn from(s: &str) -> Self {
+        FunctionName(NameRepr::Shared(Arc::from(s)))
+    }
+}
+
+impl From<String> for FunctionName {
+    fn from(s: String) -> Self {
+        FunctionName(NameRepr::Shared(Arc::from(s)))
+    }
+}
+
+impl From<Arc<str>> for FunctionName {
+    fn from(s: Arc<str>) -> Self {
+        FunctionName(NameRepr::Shared(s))
+    }
+}
+
+impl PartialEq for FunctionName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for FunctionName {}
+
+impl PartialEq<str> for FunctionName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialOrd for FunctionName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FunctionName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for FunctionName {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.as_str().hash(h)
+    }
+}
+
+impl fmt::Debug for FunctionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for FunctionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One argument of a task: an encoded value carried inline, or a dependency on an object.
 #[derive(Clone, PartialEq, Eq)]

@@ -163,7 +163,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
         }
         Ok(TaskSpec {
             id: TaskId(t.task_id),
-            function: Arc::from(t.function),
+            function: crate::FunctionName::from(t.function),
             args,
             resources: t.resources.map(Into::into).unwrap_or_default(),
             max_retries: t.max_retries,
@@ -342,7 +342,7 @@ mod tests {
     fn spec() -> TaskSpec {
         TaskSpec {
             id: TaskId(7),
-            function: Arc::from("demo::add#1234"),
+            function: "demo::add#1234".into(),
             args: vec![TaskArg::Inline(vec![1, 2, 3]), TaskArg::Object(ObjectId(3))],
             resources: ResourceSet::cpus(0.5).with("tpu", 1.0),
             max_retries: 3,

@@ -264,7 +264,7 @@ pub struct Core {
     /// Moving average of each function's run time, in microseconds, from reported runs: a
     /// task is pipelined behind another only when both functions are known to be short (a
     /// class mixes the functions of one resource shape, so its average cannot say).
-    pub(crate) fn_runtime_us: HashMap<std::sync::Arc<str>, f64>,
+    pub(crate) fn_runtime_us: HashMap<starling_proto::FunctionName, f64>,
     /// The live tasks each live task submitted (only tasks with a parent are listed, and a
     /// parent's entry goes when it ends): what a cancel reaches recursively.
     pub(crate) children: IdMap<TaskId, Vec<TaskId>>,

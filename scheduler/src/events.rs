@@ -326,7 +326,7 @@ impl TaskEvents {
         if let Some((last, at)) = &self.last_name {
             // The same allocation (in process, every spec of a function shares it), or an
             // equal name (decoded from a worker's message): no reference count touched.
-            if Arc::ptr_eq(last, function) || **last == **function {
+            if last.same(function) || last == function {
                 return *at;
             }
         }
@@ -480,7 +480,7 @@ impl TaskEvents {
 
     fn ended(&mut self, spec: &TaskSpec, seq: u64, failure: Option<&Arc<TaskFailure>>) {
         let at = match &self.last_ended {
-            Some((f, at)) if Arc::ptr_eq(f, &spec.function) => *at,
+            Some((f, at)) if f.same(&spec.function) => *at,
             _ => {
                 let at = match self
                     .figures

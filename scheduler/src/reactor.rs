@@ -960,7 +960,7 @@ pub fn on_worker_blocked(core: &mut Core, worker: WorkerId) {
 /// a driver's thread there), and that task may be waiting for it to finish. It lends the CPUs
 /// of one running task, the one that has not lent them yet with the smallest id, as if that
 /// task were blocked, so the tasks it waits for can run. If that task ends first, the wait
-/// lends another's ([`relend_thread_waits`]): a wait lends for as long as it lasts and tasks
+/// lends another's (`relend_thread_waits`): a wait lends for as long as it lasts and tasks
 /// run, or a task whose threads wait would get its CPUs back while they still need them lent.
 /// Returns whether a task lent (`false` if none runs: nothing holds a CPU that could be lent).
 /// [`on_thread_unblocked`] ends the wait.

@@ -152,7 +152,7 @@ impl JobTransport for RecordingTransport {
 pub fn task(id: u64, args: Vec<starling_proto::TaskArg>) -> TaskSpec {
     TaskSpec {
         id: TaskId(id),
-        function: Arc::from("test::f#0"),
+        function: "test::f#0".into(),
         args,
         resources: starling_proto::ResourceSet::cpus(1.0),
         max_retries: 3,

@@ -2075,7 +2075,7 @@ fn nothing_is_pipelined_behind_a_function_that_may_run_long() {
     let (mut core, mut t) = pipelined_core(8);
     let named = |id: u64, function: &str| {
         let mut spec = task(id, vec![]);
-        spec.function = std::sync::Arc::from(function);
+        spec.function = function.into();
         spec
     };
     // `short` is known to take 10 us.

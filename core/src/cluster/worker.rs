@@ -183,7 +183,7 @@ struct Pool {
     results: Mutex<LocalResults>,
     settled: Condvar,
     /// How long tasks of each function took here (a moving average).
-    times: Mutex<std::collections::HashMap<std::sync::Arc<str>, Duration>>,
+    times: Mutex<std::collections::HashMap<starling_proto::FunctionName, Duration>>,
     /// Values this process fetched from other hosts or the head, for the next tasks that read
     /// them (objects never change, so a copy stays right while it is kept).
     fetched: Mutex<FetchCache>,
@@ -495,7 +495,7 @@ impl Pool {
     }
 
     /// Records how long a task of `function` took (a moving average).
-    fn ran(&self, function: std::sync::Arc<str>, took: Duration) {
+    fn ran(&self, function: starling_proto::FunctionName, took: Duration) {
         let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
         match times.get_mut(&*function) {
             Some(t) => *t = (*t * 3 + took) / 4,
@@ -663,7 +663,7 @@ impl Pool {
         worker: starling_proto::WorkerId,
         run: RunTask,
         holds: &mut TaskHolds,
-    ) -> (Option<std::sync::Arc<str>>, TaskDone) {
+    ) -> (Option<starling_proto::FunctionName>, TaskDone) {
         let spec = run.spec;
         let task = spec.id.0;
         self.started(task);

@@ -623,7 +623,8 @@ pub(crate) fn prepare_call(
     }
     let spec = TaskSpec {
         id,
-        function: registry.intern(function),
+        // A registered name lives as long as the program: no shared count to bump per call.
+        function: starling_proto::FunctionName::from_static(function),
         args: task_args,
         resources: o.resources,
         max_retries: o.max_retries,

@@ -22,7 +22,7 @@ use prost::Message;
 fn spec() -> TaskSpec {
     TaskSpec {
         id: TaskId(7 << 40 | 3),
-        function: Arc::from("demo::add#00ff"),
+        function: "demo::add#00ff".into(),
         args: vec![
             TaskArg::Inline(vec![1, 2, 3, 0xfd]),
             TaskArg::Object(ObjectId(9)),

@@ -431,7 +431,7 @@ mod tests {
     fn spec(args: Vec<TaskArg>) -> crate::TaskSpec {
         crate::TaskSpec {
             id: TaskId(u64::MAX),
-            function: Arc::from("a_rather_long::function_name#0123456789abcdef"),
+            function: "a_rather_long::function_name#0123456789abcdef".into(),
             args,
             resources: ResourceSet::cpus(1.5).with("a_custom_resource_name", 2.0),
             max_retries: u32::MAX,
