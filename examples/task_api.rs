@@ -809,6 +809,16 @@ fn objects_become(n: u64, what: &str) -> anyhow::Result<()> {
     .with_context(|| format!("objects now: {:?}", objects().ok()))
 }
 
+/// Bytes of the large value in `nested_lifetime`: past the size values travel inline.
+const LARGE: usize = 300_000;
+
+/// The sum of the bytes of a large value and of the value its ref points to.
+#[starling::remote]
+fn large_sum(value: (Vec<u8>, Vec<ObjectRef<u64>>)) -> u64 {
+    let inner = starling::get(&value.1[0]).expect("the ref inside the large value");
+    value.0.iter().map(|&b| b as u64).sum::<u64>() + inner
+}
+
 fn nested_lifetime() -> anyhow::Result<()> {
     let base = objects()?;
     // An object referred to only from inside another one's value.
@@ -822,6 +832,26 @@ fn nested_lifetime() -> anyhow::Result<()> {
     objects_become(base + 2, "both live while the outer one does")?;
     drop(outer);
     objects_become(base, "the outer one freed, the inner one with it")?;
+    // The same for a value large enough to go into a node's store file (on a cluster it is
+    // encoded straight into the file), read back here and by a task.
+    let inner = starling::put(7u64)?;
+    let large = starling::put((vec![3u8; LARGE], vec![inner.clone()]))?;
+    drop(inner);
+    objects_become(base + 2, "the inner object lives in the large one")?;
+    let summed = starling::get_timeout(&large_sum::remote(&large), LONG)?;
+    ensure!(
+        summed == 3 * LARGE as u64 + 7,
+        "a task read {summed} from the large value"
+    );
+    let (bytes, refs) = starling::get_timeout(&large, LONG)?;
+    ensure!(
+        bytes == vec![3u8; LARGE],
+        "the large value came back changed"
+    );
+    ensure!(starling::get_timeout(&refs[0], LONG)? == 7);
+    drop(refs);
+    drop(large);
+    objects_become(base, "the large one freed, the inner one with it")?;
     // The same through a task's result: its refs live while the result does.
     let made = make_refs::remote(2);
     let got = starling::get_timeout(&made, LONG)?;

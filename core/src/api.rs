@@ -47,11 +47,39 @@ pub fn get_all_timeout<T: RemoteValue>(refs: &[ObjectRef<T>], timeout: Duration)
 /// `value` may hold `ObjectRef`s (of this runtime): the objects they refer to live at least as
 /// long as the stored value.
 pub fn put<T: RemoteValue>(value: T) -> Result<ObjectRef<T>> {
-    let encoded = codec::encode_nested(&value)?;
-    drop(value);
     let rt = current_or_init();
-    if let Some(h) = encoded.refs.iter().find(|h| h.rt.owner() != rt.owner()) {
-        return Err(Error::ForeignObject(h.id));
+    let foreign = |refs: &[std::sync::Arc<crate::object_ref::RefHandle>]| {
+        refs.iter()
+            .find(|h| h.rt.owner() != rt.owner())
+            .map(|h| Error::ForeignObject(h.id))
+    };
+    // A large value on a node is encoded straight into its store file.
+    let encoded = match codec::encode_nested_into(&value, |size| rt.open_put(size)) {
+        Ok((codec::Body::Bytes(bytes), refs)) => codec::Encoded { bytes, refs },
+        Ok((codec::Body::Written(file), refs)) => {
+            if let Some(e) = foreign(&refs) {
+                return Err(e);
+            }
+            let nested = refs.iter().map(|h| h.id).collect();
+            match rt.put_file(file, nested) {
+                Ok(id) => {
+                    drop(value);
+                    // The nested refs' groups go only now, after the scheduler was told the
+                    // value holds them.
+                    drop(refs);
+                    return Ok(ObjectRef::from_raw(id, rt));
+                }
+                // The file could not be completed (the store is full, ..): put as any other
+                // value.
+                Err(_) => codec::encode_nested(&value)?,
+            }
+        }
+        // The encoding failed, or writing the file did: in memory, where only the first can.
+        Err(_) => codec::encode_nested(&value)?,
+    };
+    drop(value);
+    if let Some(e) = foreign(&encoded.refs) {
+        return Err(e);
     }
     let nested = encoded.ref_ids();
     let id = rt.put_bytes(encoded.bytes, nested)?;

@@ -81,6 +81,33 @@ pub(crate) fn encode_nested<T: Serialize + ?Sized>(value: &T) -> Result<Encoded,
     })
 }
 
+/// Where [`encode_nested_into`] wrote a value.
+pub(crate) enum Body<W> {
+    /// Into memory (the sink declined the size).
+    Bytes(Vec<u8>),
+    /// Into the sink.
+    Written(W),
+}
+
+/// Encodes `value` as [`encode_nested`] does, but once its size is known asks `open` for a
+/// writer to put it in (a store file, for a large value): the encoding goes there instead of
+/// into a buffer of its own. `open` returning `None` keeps it in memory. A sink that fails
+/// mid-way gives its error (the refs it collected are let go).
+pub(crate) fn encode_nested_into<T: Serialize + ?Sized, W: std::io::Write>(
+    value: &T,
+    open: impl FnOnce(usize) -> Option<W>,
+) -> Result<(Body<W>, Vec<Arc<RefHandle>>), Error> {
+    let mark = NOTED_LEN.with(Cell::get);
+    let body = encode_pass_into(value, true, open);
+    let refs = if NOTED_LEN.with(Cell::get) > mark {
+        NOTED_LEN.with(|n| n.set(mark));
+        NOTED.with(|n| n.borrow_mut().split_off(mark))
+    } else {
+        Vec::new()
+    };
+    Ok((body?, refs))
+}
+
 /// Called by `ObjectRef`'s `Serialize`: the group joins the encoding in progress (if it collects)
 /// and is listed, as its id is leaving in a value.
 pub(crate) fn note_ref(h: &Arc<RefHandle>) {
@@ -196,6 +223,19 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
 /// [`encode`]; with `collect`, refs are noted only on the writing pass (the sizing pass writes
 /// them too).
 fn encode_pass<T: Serialize + ?Sized>(value: &T, collect: bool) -> Result<Vec<u8>, Error> {
+    match encode_pass_into(value, collect, |_| None::<std::io::Sink>)? {
+        Body::Bytes(b) => Ok(b),
+        Body::Written(_) => unreachable!("no sink was given"),
+    }
+}
+
+/// One encoding of `value`: its size first (a pass that writes nothing and collects no ref),
+/// then the bytes, into `open`'s writer for that size or else a buffer of exactly that size.
+fn encode_pass_into<T: Serialize + ?Sized, W: std::io::Write>(
+    value: &T,
+    collect: bool,
+    open: impl FnOnce(usize) -> Option<W>,
+) -> Result<Body<W>, Error> {
     let err = |e: bincode::error::EncodeError| Error::Codec {
         op: "encode",
         type_name: std::any::type_name::<T>(),
@@ -205,10 +245,19 @@ fn encode_pass<T: Serialize + ?Sized>(value: &T, collect: bool) -> Result<Vec<u8
     let outer = COLLECTING.with(|c| c.replace(false));
     let sized = bincode::serde::encode_into_writer(value, &mut sizer, CONFIG).map_err(err);
     let written = sized.and_then(|()| {
-        let mut out = Vec::with_capacity(sizer.bytes_written);
+        let sink = open(sizer.bytes_written);
         COLLECTING.with(|c| c.set(collect));
-        bincode::serde::encode_into_std_write(value, &mut out, CONFIG).map_err(err)?;
-        Ok(out)
+        match sink {
+            Some(mut w) => {
+                bincode::serde::encode_into_std_write(value, &mut w, CONFIG).map_err(err)?;
+                Ok(Body::Written(w))
+            }
+            None => {
+                let mut out = Vec::with_capacity(sizer.bytes_written);
+                bincode::serde::encode_into_std_write(value, &mut out, CONFIG).map_err(err)?;
+                Ok(Body::Bytes(out))
+            }
+        }
     });
     COLLECTING.with(|c| c.set(outer));
     written

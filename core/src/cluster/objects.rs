@@ -40,26 +40,132 @@ impl LocalStore {
         bytes: &[u8],
     ) -> std::io::Result<ObjectLocation> {
         use std::io::Write;
-        let path = self.path(id);
+        let mut file = self.create(id, epoch, job, bytes.len())?;
+        file.write_all(bytes)?;
+        file.finish()
+    }
+
+    /// Opens object `id`'s file for a value of `size` bytes, to be written in place (an
+    /// encoding streamed straight into the store, with no buffer of the whole value in this
+    /// process): [`StoreFile::finish`] or [`StoreFile::commit`] puts it in the store once
+    /// exactly `size` bytes were written; dropped before that, it leaves nothing behind.
+    pub fn create(
+        &self,
+        id: ObjectId,
+        epoch: u64,
+        job: u64,
+        size: usize,
+    ) -> std::io::Result<StoreFile> {
+        use std::io::Write;
         let tmp = self.dir.join(format!(".{}.tmp", id.0));
         let header = StoreHeader {
             object: id.0,
             epoch,
-            size: bytes.len() as u64,
+            size: size as u64,
             job,
         };
-        let mut file = starling_proto::dirs::create_file(&tmp)?;
-        file.write_all(&header.encode())?;
-        file.write_all(bytes)?;
-        drop(file);
-        std::fs::rename(&tmp, &path)?;
+        let file = starling_proto::dirs::create_file(&tmp)?;
+        let mut out = StoreFile {
+            id,
+            epoch,
+            node: self.node,
+            path: self.path(id),
+            tmp,
+            file: std::io::BufWriter::with_capacity(STORE_WRITE_BUFFER, file),
+            size,
+            written: 0,
+            done: false,
+        };
+        out.file.write_all(&header.encode())?;
+        Ok(out)
+    }
+}
+
+/// Small writes to a store file are gathered up to this many bytes; larger ones (the bytes of
+/// a `Bytes` or `Vec<u8>`) go to the file as they are, from the caller's memory.
+const STORE_WRITE_BUFFER: usize = 256 << 10;
+
+/// An object's store file being written (see [`LocalStore::create`]).
+pub(crate) struct StoreFile {
+    id: ObjectId,
+    epoch: u64,
+    node: u64,
+    path: PathBuf,
+    tmp: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    size: usize,
+    written: usize,
+    done: bool,
+}
+
+impl StoreFile {
+    /// The object this file holds.
+    pub fn object(&self) -> ObjectId {
+        self.id
+    }
+
+    /// Renames the file into the store and returns its location; refused (and removed) if
+    /// the bytes written are not the size it was opened for.
+    pub fn finish(mut self) -> std::io::Result<ObjectLocation> {
+        use std::io::Write;
+        if self.written != self.size {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "object {}: {} bytes written, {} announced",
+                    self.id.0, self.written, self.size
+                ),
+            ));
+        }
+        self.file.flush()?;
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.done = true;
         Ok(ObjectLocation {
             node: NodeId(self.node),
             address: String::new(),
-            path: path.to_string_lossy().into_owned(),
-            size: bytes.len() as u64,
-            object: id,
+            path: self.path.to_string_lossy().into_owned(),
+            size: self.size as u64,
+            object: self.id,
         })
+    }
+
+    /// [`finish`](Self::finish), and the stored value mapped for this process to read.
+    pub fn commit(self) -> std::io::Result<(ObjectLocation, Blob)> {
+        let (id, epoch) = (self.id, self.epoch);
+        let location = self.finish()?;
+        match Blob::map_object(Path::new(&location.path), id.0, epoch) {
+            Ok(blob) => Ok((location, blob)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&location.path);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl std::io::Write for StoreFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n;
+        Ok(n)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.file.write_all(buf)?;
+        self.written += buf.len();
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for StoreFile {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
     }
 }
 
@@ -164,3 +270,78 @@ pub(crate) async fn fetch(
 
 /// The longest a fetch waits for the next piece of an object before it fails.
 pub(crate) const FETCH_STALL: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// A store in a fresh directory of its own, removed when the guard drops.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn store(name: &str) -> (Scratch, LocalStore) {
+        let dir =
+            std::env::temp_dir().join(format!("starling-objects-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = LocalStore {
+            node: 1,
+            dir: dir.clone(),
+            spill_dir: dir.join("spill"),
+        };
+        (Scratch(dir), store)
+    }
+
+    fn names(store: &LocalStore) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&store.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_value_written_in_place_is_stored_and_mapped() {
+        let (_dir, store) = store("mapped");
+        let mut f = store.create(ObjectId(9), 3, 4, 5).unwrap();
+        f.write_all(b"he").unwrap();
+        f.write_all(b"llo").unwrap();
+        let (location, blob) = f.commit().unwrap();
+        assert_eq!(&blob[..], b"hello");
+        assert!(blob.is_mapped());
+        assert_eq!(location.size, 5);
+        assert_eq!(names(&store), vec!["9".to_string()]);
+        let again = Blob::map_object(Path::new(&location.path), 9, 3).unwrap();
+        assert_eq!(&again[..], b"hello");
+    }
+
+    #[test]
+    fn a_file_of_another_size_than_announced_is_refused_and_leaves_nothing() {
+        let (_dir, store) = store("size");
+        let mut f = store.create(ObjectId(9), 3, 4, 5).unwrap();
+        f.write_all(b"hell").unwrap();
+        assert!(f.commit().is_err());
+        let mut f = store.create(ObjectId(10), 3, 4, 2).unwrap();
+        f.write_all(b"hello").unwrap();
+        assert!(f.finish().is_err());
+        assert!(names(&store).is_empty(), "{:?}", names(&store));
+    }
+
+    #[test]
+    fn a_file_dropped_unfinished_leaves_nothing() {
+        let (_dir, store) = store("dropped");
+        let mut f = store.create(ObjectId(9), 3, 4, 5).unwrap();
+        f.write_all(b"hel").unwrap();
+        assert_eq!(names(&store), vec![".9.tmp".to_string()]);
+        drop(f);
+        assert!(names(&store).is_empty());
+    }
+}

@@ -432,6 +432,27 @@ impl Runtime {
         }
     }
 
+    /// A node store file to encode a `put` of `size` bytes into, where this runtime has one
+    /// and the value is large (see [`Client::open_put`](crate::cluster::client::Client::open_put)).
+    pub(crate) fn open_put(&self, size: usize) -> Option<crate::cluster::objects::StoreFile> {
+        match &self.backend {
+            Backend::InProcess(_) => None,
+            Backend::Cluster(c) => c.open_put(size),
+        }
+    }
+
+    /// Stores the value encoded into `file`, which holds refs to `nested`.
+    pub(crate) fn put_file(
+        &self,
+        file: crate::cluster::objects::StoreFile,
+        nested: Vec<ObjectId>,
+    ) -> std::io::Result<ObjectId> {
+        match &self.backend {
+            Backend::InProcess(_) => unreachable!("an in-process runtime opens no store file"),
+            Backend::Cluster(c) => c.put_file(file, nested),
+        }
+    }
+
     /// This process made one more ref group for `id` (it decoded a ref).
     pub(crate) fn add_ref(&self, id: ObjectId) {
         match &self.backend {

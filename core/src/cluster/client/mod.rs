@@ -39,7 +39,7 @@ use starling_worker::store::{Blob, Lookup, ObjectStore};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 
-use super::objects::{self, LocalStore};
+use super::objects::{self, LocalStore, StoreFile};
 use crate::__private::ArgsBuilder;
 use crate::error::{Error, Result};
 use crate::options::TaskOptions;
@@ -607,6 +607,38 @@ impl Client {
                 value: Value::Inline(blob.to_vec()),
             }),
         };
+        self.announce_put(id, put, blob, nested);
+        Ok(id)
+    }
+
+    /// A file in this node's store for a `put` of `size` bytes to be encoded into, if this
+    /// process runs on a node and the value is too large to travel inline (`None`: put it
+    /// with [`put`](Self::put)). Written in place, a large value is copied once, from the
+    /// caller's memory into the store, with no buffer of the whole encoding in between.
+    pub fn open_put(&self, size: usize) -> Option<StoreFile> {
+        let local = self.local.as_ref()?;
+        if size <= INLINE_LIMIT || self.ensure_session().is_err() {
+            return None;
+        }
+        let id = ObjectId(self.next_id());
+        local.create(id, self.head_epoch(), self.job(), size).ok()
+    }
+
+    /// Stores the value written into `file` (from [`open_put`](Self::open_put)), which holds
+    /// refs to `nested`. An error (the file could not be completed) stores nothing.
+    pub fn put_file(&self, file: StoreFile, nested: Vec<ObjectId>) -> std::io::Result<ObjectId> {
+        let id = file.object();
+        let (location, blob) = file.commit()?;
+        let put = ClientOp::PutStored(ObjectValue {
+            object: id,
+            value: Value::Location(location),
+        });
+        self.announce_put(id, put, blob, nested);
+        Ok(id)
+    }
+
+    /// Tells the head of the put `id` (and of the refs its value holds) and keeps its value.
+    fn announce_put(&self, id: ObjectId, put: ClientOp, blob: Blob, nested: Vec<ObjectId>) {
         if nested.is_empty() {
             self.send(put);
         } else {
@@ -620,7 +652,6 @@ impl Client {
             ]);
         }
         self.store.put(id, blob);
-        Ok(id)
     }
 
     /// A ref group for `id` was dropped; `adopted`: one made by decoding a ref.
