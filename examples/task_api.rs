@@ -819,6 +819,13 @@ fn large_sum(value: (Vec<u8>, Vec<ObjectRef<u64>>)) -> u64 {
     value.0.iter().map(|&b| b as u64).sum::<u64>() + inner
 }
 
+/// A large value holding a ref to an object this task puts.
+#[starling::remote]
+fn make_large() -> (Vec<u8>, Vec<ObjectRef<u64>>) {
+    let inner = starling::put(7u64).expect("put inside a task");
+    (vec![3u8; LARGE], vec![inner])
+}
+
 fn nested_lifetime() -> anyhow::Result<()> {
     let base = objects()?;
     // An object referred to only from inside another one's value.
@@ -852,6 +859,23 @@ fn nested_lifetime() -> anyhow::Result<()> {
     drop(refs);
     drop(large);
     objects_become(base, "the large one freed, the inner one with it")?;
+    // A task's large result holding a ref (on a cluster, encoded straight into the store).
+    let made = make_large::remote();
+    let summed = starling::get_timeout(&large_sum::remote(&made), LONG)?;
+    ensure!(
+        summed == 3 * LARGE as u64 + 7,
+        "a task read {summed} from a large result"
+    );
+    let (bytes, refs) = starling::get_timeout(&made, LONG)?;
+    ensure!(
+        bytes == vec![3u8; LARGE],
+        "the large result came back changed"
+    );
+    ensure!(starling::get_timeout(&refs[0], LONG)? == 7);
+    drop(refs);
+    objects_become(base + 2, "a large result and the ref inside it")?;
+    drop(made);
+    objects_become(base, "the large result freed, its ref with it")?;
     // The same through a task's result: its refs live while the result does.
     let made = make_refs::remote(2);
     let got = starling::get_timeout(&made, LONG)?;

@@ -97,8 +97,26 @@ pub fn decode_arg<T: RemoteValue>(args: &[&[u8]], index: usize) -> Result<T, Inv
 
 /// Encodes a return value; the refs nested in it wait on this thread for the executor, which
 /// reports them with the result.
+///
+/// In a worker process on a node, a large value is encoded straight into its store file and
+/// the bytes returned are empty (the worker reports the value as stored).
 pub fn encode_return<T: RemoteValue>(v: &T) -> Result<Vec<u8>, InvokeError> {
-    let encoded = encode_part(v)?;
+    let in_file = codec::encode_nested_into(v, crate::cluster::worker::return_file);
+    let encoded = match in_file {
+        Ok((codec::Body::Bytes(bytes), refs)) => codec::Encoded { bytes, refs },
+        Ok((codec::Body::Written(file), refs)) => {
+            match crate::cluster::worker::returned_in_file(file) {
+                Ok(()) => codec::Encoded {
+                    bytes: Vec::new(),
+                    refs,
+                },
+                // The file could not be completed: the value goes as any other.
+                Err(_) => encode_part(v)?,
+            }
+        }
+        // The encoding failed, or writing the file did: in memory, where only the first can.
+        Err(_) => encode_part(v)?,
+    };
     // Most values hold no refs: then nothing is allocated to say so.
     if !encoded.refs.is_empty() {
         codec::set_returned(vec![encoded.refs]);

@@ -11,6 +11,7 @@
 //! (`\x1e[starling task T<id>]` ... `\x1e[starling task -]`) that the node agent turns into
 //! per-line task tags in the worker's log file.
 
+use std::cell::Cell;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use starling_proto::session::{ClientOp, Hello, Outcome, ResolvedArg, Returned, RunTask, TaskDone};
-use starling_proto::{ObjectId, TaskSpec};
+use starling_proto::{ObjectId, TaskId, TaskSpec};
 use starling_worker::store::Blob;
 
 use super::client::{Client, SessionKind, INLINE_LIMIT};
@@ -339,6 +340,49 @@ impl Pool {
 }
 
 static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
+
+/// The object a task running on this thread may write its one return value into, in place.
+#[derive(Clone, Copy)]
+struct ReturnFile {
+    task: TaskId,
+    object: ObjectId,
+    /// The value's size, once it was written.
+    stored: Option<u64>,
+}
+
+thread_local! {
+    /// Set by `run_spec` for the task it runs (and put back after it).
+    static RETURN_FILE: Cell<Option<ReturnFile>> = const { Cell::new(None) };
+}
+
+/// A store file for the return value, of `size` bytes, of the task running on this thread: when
+/// this is a worker process on a node, the task has one return and the value is too large to
+/// travel inline. Encoded straight into the file, a large result is copied once.
+pub(crate) fn return_file(size: usize) -> Option<objects::StoreFile> {
+    if size <= INLINE_LIMIT {
+        return None;
+    }
+    let offer = RETURN_FILE.get().filter(|f| f.stored.is_none())?;
+    if exec::current_task() != Some(offer.task) {
+        return None;
+    }
+    let client = &POOL.get()?.client;
+    let local = client.local_store()?;
+    local
+        .create(offer.object, client.head_epoch(), client.job(), size)
+        .ok()
+}
+
+/// The return value written into `file` (from [`return_file`]) is complete: it is stored, and
+/// the task reports it as stored. An error stores nothing.
+pub(crate) fn returned_in_file(file: objects::StoreFile) -> std::io::Result<()> {
+    let size = file.finish()?.size;
+    if let Some(mut offer) = RETURN_FILE.get() {
+        offer.stored = Some(size);
+        RETURN_FILE.set(Some(offer));
+    }
+    Ok(())
+}
 
 /// Who may start tasks in a worker process: one executor thread at a time, plus one more per
 /// thread that runs no task and waits in `get` (a task resuming from `get` steps in at once).
@@ -802,6 +846,14 @@ impl Pool {
         let started = std::time::Instant::now();
         BLOCKED.with(|b| b.set((None, Duration::ZERO)));
         let sources: Vec<Blob> = blobs.iter().flatten().cloned().collect();
+        let offer = (spec.return_count() == 1 && self.client.local_store().is_some()).then_some(
+            ReturnFile {
+                task: spec.id,
+                object: spec.return_object(),
+                stored: None,
+            },
+        );
+        let outer = RETURN_FILE.replace(offer);
         let invoked = exec::invoke(
             self.client.registry(),
             owner,
@@ -811,6 +863,11 @@ impl Pool {
             &args,
             &sources,
         );
+        let stored = RETURN_FILE.replace(outer).and_then(|f| f.stored);
+        let invoked = match (invoked, stored) {
+            (Invoked::Value(_, refs), Some(size)) => Invoked::Stored(size, refs),
+            (invoked, _) => invoked,
+        };
         let waited = BLOCKED.with(|b| b.get().1);
         let runtime_us = started.elapsed().saturating_sub(waited).as_micros() as u64;
         // The next task's marker ends this one's output; mark the end only when going idle, so a
@@ -854,6 +911,10 @@ impl Pool {
                     }
                     _ => Outcome::Inline(bytes),
                 }
+            }
+            Invoked::Stored(size, refs) => {
+                holds.nested = refs;
+                Outcome::Stored(size)
             }
             Invoked::Failed(e) => Outcome::Failed(e),
             Invoked::BadArgument(e) => Outcome::BadArgument(e),

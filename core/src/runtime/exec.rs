@@ -378,6 +378,14 @@ fn settle(engine: &Engine, slot: &Slot, task: &TaskSpec, invoked: Invoked) -> Se
             }
             (TaskOutcome::Returns(sizes), nested)
         }
+        // Only a worker process on a node offers its tasks a store file.
+        Invoked::Stored(..) => {
+            let e = RemoteError::new(
+                "starling::Internal",
+                "an in-process task's value was written to a node's store",
+            );
+            (TaskOutcome::Failed(e), Vec::new())
+        }
         Invoked::Failed(e) => (TaskOutcome::Failed(e), Vec::new()),
         Invoked::BadArgument(e) => (TaskOutcome::BadArgument(e), Vec::new()),
         Invoked::NotFound => (
@@ -395,6 +403,9 @@ pub(crate) enum Invoked {
     /// `codec::frame_returns`), and the ref groups nested in each returned value (to drop only
     /// once the scheduler was told the value holds them).
     Value(Vec<u8>, Vec<Vec<Arc<RefHandle>>>),
+    /// The one return value, of this many bytes, written straight into the node's store (in a
+    /// worker process, see `cluster::worker::return_file`), and the ref groups nested in it.
+    Stored(u64, Vec<Vec<Arc<RefHandle>>>),
     /// A panic or an `Err`.
     Failed(RemoteError),
     /// An argument did not decode.
