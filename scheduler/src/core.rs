@@ -50,6 +50,9 @@ pub(crate) struct TaskEntry {
     /// The number of its current attempt's record in its job's ring of task events
     /// ([`crate::events`]).
     pub event: u64,
+    /// When its current attempt started running (microseconds since the Unix epoch; 0: not
+    /// yet, or no record kept), as its record says: the end's run time is taken from here.
+    pub started: u64,
 }
 
 /// Public information about a node.

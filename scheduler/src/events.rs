@@ -371,7 +371,7 @@ impl TaskEvents {
     /// argument had failed, its actor was dead, ..).
     pub(crate) fn failed_at_submit(&mut self, spec: &TaskSpec, failure: &Arc<TaskFailure>) {
         let seq = self.open(spec, false);
-        self.failed(spec, seq, failure);
+        self.failed(spec, seq, failure, 0);
     }
 
     fn get(&mut self, job: JobId, seq: u64) -> Option<&mut Record> {
@@ -432,8 +432,13 @@ impl TaskEvents {
         }
     }
 
-    /// The attempt was handed to `worker` of `node`.
-    pub(crate) fn running(&mut self, job: JobId, seq: u64, node: NodeId, worker: WorkerId) {
+    /// The attempt was handed to `worker` of `node`. Returns the time it started (0: none kept),
+    /// which its task entry keeps for [`TaskEvents::finished`]: the record is then written at the
+    /// end without being read, by a thread on which it is usually cold.
+    pub(crate) fn running(&mut self, job: JobId, seq: u64, node: NodeId, worker: WorkerId) -> u64 {
+        if seq == NO_RECORD {
+            return 0;
+        }
         let now = self.now();
         if let Some(r) = self.get(job, seq) {
             if r.times[1] == 0 {
@@ -445,7 +450,9 @@ impl TaskEvents {
             r.worker = worker;
             r.times[2] = now;
             self.figures.scheduling.observe(waited as f64 / 1e6);
+            return now;
         }
+        0
     }
 
     /// The attempt was handed to `worker` of `node` behind another task it runs first (a
@@ -458,27 +465,45 @@ impl TaskEvents {
     }
 
     /// The attempt handed to `worker` of `node` earlier now runs (the task before it ended),
-    /// unless it was marked running already.
-    pub(crate) fn started(&mut self, job: JobId, seq: u64, node: NodeId, worker: WorkerId) {
+    /// unless it was marked running already. Returns its start time, as [`TaskEvents::running`]
+    /// does, or `None` if it had started before.
+    pub(crate) fn started(
+        &mut self,
+        job: JobId,
+        seq: u64,
+        node: NodeId,
+        worker: WorkerId,
+    ) -> Option<u64> {
         let running = self
             .get(job, seq)
             .is_some_and(|r| r.state == TaskStatus::Running);
-        if !running {
-            self.running(job, seq, node, worker);
-        }
+        (!running).then(|| self.running(job, seq, node, worker))
     }
 
-    /// The attempt of `spec` finished with its values.
-    pub(crate) fn finished(&mut self, spec: &TaskSpec, seq: u64) {
-        self.ended(spec, seq, None);
+    /// The attempt of `spec` finished with its values; `started` is what
+    /// [`TaskEvents::running`] returned for it (0 if it never ran).
+    pub(crate) fn finished(&mut self, spec: &TaskSpec, seq: u64, started: u64) {
+        self.ended(spec, seq, None, started);
     }
 
-    /// The attempt of `spec` failed (retried or not).
-    pub(crate) fn failed(&mut self, spec: &TaskSpec, seq: u64, failure: &Arc<TaskFailure>) {
-        self.ended(spec, seq, Some(failure));
+    /// The attempt of `spec` failed (retried or not); `started` as for [`TaskEvents::finished`].
+    pub(crate) fn failed(
+        &mut self,
+        spec: &TaskSpec,
+        seq: u64,
+        failure: &Arc<TaskFailure>,
+        started: u64,
+    ) {
+        self.ended(spec, seq, Some(failure), started);
     }
 
-    fn ended(&mut self, spec: &TaskSpec, seq: u64, failure: Option<&Arc<TaskFailure>>) {
+    fn ended(
+        &mut self,
+        spec: &TaskSpec,
+        seq: u64,
+        failure: Option<&Arc<TaskFailure>>,
+        started: u64,
+    ) {
         let at = match &self.last_ended {
             Some((f, at)) if f.same(&spec.function) => *at,
             _ => {
@@ -499,15 +524,21 @@ impl TaskEvents {
             }
         };
         self.figures.ended[at].1[failure.is_some() as usize] += 1;
+        if seq == NO_RECORD {
+            return;
+        }
         let now = self.now();
+        // Written, not read: an attempt's record has no failure before it ends, and its start
+        // time comes from its task entry.
         if let Some(r) = self.get(spec.job, seq) {
             r.state = match failure {
                 Some(_) => TaskStatus::Failed,
                 None => TaskStatus::Finished,
             };
             r.times[3] = now;
-            r.failure = failure.cloned();
-            let started = r.times[2];
+            if let Some(f) = failure {
+                r.failure = Some(f.clone());
+            }
             if started > 0 {
                 let ran = now.saturating_sub(started);
                 self.figures.run_time.observe(ran as f64 / 1e6);
@@ -642,9 +673,13 @@ mod tests {
         ev.batch_ended();
         ev.ready(s.job, seq);
         ev.batch_ended();
-        ev.running(s.job, seq, NodeId(3), WorkerId(4));
+        let started = ev.running(s.job, seq, NodeId(3), WorkerId(4));
+        assert!(started > 0);
         ev.batch_ended();
-        ev.finished(&s, seq);
+        ev.finished(&s, seq, started);
+        // Its run time and its wait for a node were observed.
+        assert_eq!(ev.figures().run_time.count, 1);
+        assert_eq!(ev.figures().scheduling.count, 1);
         let list = ev.query(&TaskQuery::default());
         assert_eq!(list.tasks.len(), 1);
         let e = &list.tasks[0];
@@ -720,8 +755,8 @@ mod tests {
         assert_eq!(flood.dropped + flood.tasks.len() as u64, 1000);
         assert_eq!(flood.tasks.last().map(|e| e.task), Some(TaskId(999)));
         // A record still held is updated in place; a dropped one is ignored.
-        ev.finished(&spec(999, 1), last);
-        ev.finished(&spec(0, 1), 0);
+        ev.finished(&spec(999, 1), last, 0);
+        ev.finished(&spec(0, 1), 0, 0);
         let done = ev.query(&TaskQuery {
             filters: vec![starling_proto::state::Filter::parse("state=FINISHED").unwrap()],
             ..Default::default()
@@ -737,7 +772,7 @@ mod tests {
             let s = spec(i, 1);
             let seq = ev.open(&s, true);
             if i < 3 {
-                ev.finished(&s, seq);
+                ev.finished(&s, seq, 0);
             }
         }
         let list = ev.query(&TaskQuery {

@@ -281,6 +281,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec
             state,
             class,
             event,
+            started: 0,
         },
     );
     core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
@@ -561,8 +562,10 @@ fn started_next(core: &mut Core, worker: WorkerId) {
         return;
     };
     let node = core.nodes[w.node].id;
-    if let Some(e) = core.tasks.get(next) {
-        core.events.started(e.spec.job, e.event, node, worker);
+    if let Some(e) = core.tasks.get_mut(next) {
+        if let Some(at) = core.events.started(e.spec.job, e.event, node, worker) {
+            e.started = at;
+        }
     }
 }
 
@@ -702,7 +705,7 @@ fn on_actor_task_done(
                 // The actor holds its creation task's arguments for its restarts: they are let
                 // go when it dies, not now.
                 if let Some(entry) = core.tasks.remove(&task) {
-                    core.events.finished(&spec, entry.event);
+                    core.events.finished(&spec, entry.event, entry.started);
                 }
                 core.children.remove(&task);
                 core.stats.succeeded += 1;
@@ -770,8 +773,9 @@ pub(crate) fn retried(core: &mut Core, task: TaskId, next: TaskSpec, kind: Failu
         attempt: e.spec.attempt,
         kind,
     });
-    core.events.failed(&e.spec, e.event, &failure);
+    core.events.failed(&e.spec, e.event, &failure, e.started);
     e.event = core.events.open(&next, false);
+    e.started = 0;
     e.spec = Arc::new(next);
 }
 
@@ -788,6 +792,7 @@ pub(crate) fn rerun_creation(core: &mut Core, t: &mut impl Transport, spec: Arc<
             state: TaskState::Queued,
             class,
             event,
+            started: 0,
         },
     );
     requeue(core, t, id);
@@ -818,9 +823,11 @@ fn finish(
         return;
     }
     if let Some(entry) = core.tasks.remove(&task) {
-        core.events.finished(spec, entry.event);
+        core.events.finished(spec, entry.event, entry.started);
     }
-    core.children.remove(&task);
+    if !core.children.is_empty() {
+        core.children.remove(&task);
+    }
     core.stats.succeeded += 1;
     for (ret, size) in spec.return_objects().zip(sizes) {
         settle_value(core, t, ret, node, *size);
@@ -1240,7 +1247,8 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
         node: node.id,
         worker,
     };
-    core.events
+    entry.started = core
+        .events
         .running(entry.spec.job, entry.event, node.id, worker);
     let w = core
         .workers
@@ -1322,7 +1330,8 @@ fn join_concurrent(core: &mut Core, t: &mut impl Transport, class: usize, task: 
         node: node.id,
         worker,
     };
-    core.events
+    entry.started = core
+        .events
         .running(entry.spec.job, entry.event, node.id, worker);
     t.dispatch(node.id, worker, &entry.spec, &[]);
     true
@@ -1517,7 +1526,8 @@ pub(crate) fn fail_task(core: &mut Core, t: &mut impl Transport, task: TaskId, k
         attempt: entry.spec.attempt,
         kind,
     });
-    core.events.failed(&entry.spec, entry.event, &failure);
+    core.events
+        .failed(&entry.spec, entry.event, &failure, entry.started);
     if !matches!(failure.kind, FailureKind::Cancelled) {
         t.task_failed(entry.spec.job, &failure);
     }
@@ -1558,7 +1568,8 @@ fn settle_failure(
                     attempt: entry.spec.attempt,
                     kind: FailureKind::Upstream(failure.clone()),
                 });
-                core.events.failed(&entry.spec, entry.event, &f);
+                core.events
+                    .failed(&entry.spec, entry.event, &f, entry.started);
                 release_arguments(core, t, &entry.spec);
                 for ret in entry.spec.return_objects() {
                     work.push((ret, f.clone()));
@@ -1594,8 +1605,10 @@ fn maybe_free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
 /// live object still takes it as an argument; removing an entry drops its own lineage, which may
 /// free its arguments in turn (iteratively: a chain of a million tasks is no deep recursion).
 pub(crate) fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
-    let mut work = vec![object];
-    while let Some(object) = work.pop() {
+    // Most frees free one object: the work list allocates only when one frees others.
+    let mut work = Vec::new();
+    let mut next = Some(object);
+    while let Some(object) = next.take().or_else(|| work.pop()) {
         let Some(o) = core.objects.get_mut(&object) else {
             continue;
         };
@@ -1612,7 +1625,9 @@ pub(crate) fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
             continue;
         }
         let o = core.objects.remove(&object).expect("present");
-        core.producers.remove(&object);
+        if !core.producers.is_empty() {
+            core.producers.remove(&object);
+        }
         if o.state != ObjectState::Released {
             core.stats.objects_freed += 1;
             t.free_object(object, o.location());
@@ -1627,6 +1642,9 @@ pub(crate) fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
 
 /// The value of `container` is gone: the objects it held refs to lose one `nested_in` each.
 fn unref_nested(core: &mut Core, container: ObjectId, garbage: &mut Vec<ObjectId>) {
+    if core.nested.is_empty() {
+        return;
+    }
     let Some(refs) = core.nested.remove(&container) else {
         return;
     };
@@ -1802,6 +1820,7 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
                 state,
                 class,
                 event,
+                started: 0,
             },
         );
         core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);

@@ -16,13 +16,13 @@
 //!   taking a store shard lock.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crossbeam::queue::SegQueue;
 use crossbeam::sync::{Parker, Unparker};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use starling_proto::{JobId, NodeId, ObjectId, TaskFailure, TaskId, TaskSpec, WorkerId};
 use starling_scheduler::{reactor, Core, TaskOutcome, Transport};
 use starling_worker::store::{Blob, Lookup, ObjectStore};
@@ -234,7 +234,12 @@ pub(crate) struct Engine {
     inbox: SegQueue<Event>,
     pending: AtomicUsize,
     pub(crate) store: ObjectStore,
-    slots: RwLock<Vec<Arc<Slot>>>,
+    /// The executors' mailboxes, by worker number - 1: set once each, before its worker is
+    /// added, and read without a lock (a shared read lock, taken twice per batch by whichever
+    /// thread handles it, made every batch bounce one more cache line between cores).
+    slots: Box<[OnceLock<Arc<Slot>>]>,
+    /// Slots taken (set, or about to be).
+    n_slots: AtomicUsize,
     next_object: AtomicU64,
     extra_threads: AtomicUsize,
     pub(crate) shut_down: AtomicBool,
@@ -275,7 +280,10 @@ impl Engine {
             inbox: SegQueue::new(),
             pending: AtomicUsize::new(0),
             store: ObjectStore::new(),
-            slots: RwLock::new(Vec::new()),
+            slots: (0..config.threads + MAX_EXTRA_THREADS)
+                .map(|_| OnceLock::new())
+                .collect(),
+            n_slots: AtomicUsize::new(0),
             next_object: AtomicU64::new(1),
             extra_threads: AtomicUsize::new(0),
             shut_down: AtomicBool::new(false),
@@ -292,8 +300,15 @@ impl Engine {
 
     fn spawn_executor(self: &Arc<Self>) -> Result<()> {
         let parker = Parker::new();
-        let mut slots = self.slots.write();
-        let id = WorkerId(slots.len() as u64 + 1);
+        let at = self.n_slots.fetch_add(1, Ordering::SeqCst);
+        if at >= self.slots.len() {
+            self.n_slots.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::Startup(format!(
+                "no more than {} executor threads",
+                self.slots.len()
+            )));
+        }
+        let id = WorkerId(at as u64 + 1);
         let slot = Arc::new(Slot {
             id,
             tasks: SegQueue::new(),
@@ -305,8 +320,7 @@ impl Engine {
             has_earlier_cancels: AtomicBool::new(false),
             settling: AtomicUsize::new(0),
         });
-        slots.push(slot.clone());
-        drop(slots);
+        let _ = self.slots[at].set(slot.clone());
         let engine = self.clone();
         let handle = std::thread::Builder::new()
             .name(format!("starling-exec-{}", id.0))
@@ -321,7 +335,7 @@ impl Engine {
         if self.shut_down.swap(true, Ordering::SeqCst) {
             return;
         }
-        for s in self.slots.read().iter() {
+        for s in self.all_slots() {
             s.unparker.unpark();
         }
         let me = std::thread::current().id();
@@ -372,12 +386,9 @@ impl Engine {
     /// Waking the executors (a futex call for a parked one) waits until the lock is released.
     fn take_effects(&self, effects: &mut Effects) -> Batch {
         let mut wake = Wakes::default();
-        if !effects.dispatches.is_empty() {
-            let slots = self.slots.read();
-            for (w, task, gpu_ids) in effects.dispatches.drain(..) {
-                slots[w.0 as usize - 1].tasks.push((task, gpu_ids));
-                wake.add(w);
-            }
+        for (w, task, gpu_ids) in effects.dispatches.drain(..) {
+            self.slot(w).tasks.push((task, gpu_ids));
+            wake.add(w);
         }
         Batch {
             // Most batches have nothing else: taking an empty vector allocates nothing.
@@ -392,9 +403,8 @@ impl Engine {
             wake,
         } = batch;
         if !wake.is_empty() {
-            let slots = self.slots.read();
             wake.each(|w| {
-                let slot = &slots[w.0 as usize - 1];
+                let slot = self.slot(w);
                 slot.unparker.unpark();
                 slot.signal.notify();
             });
@@ -404,7 +414,6 @@ impl Engine {
         }
         let mut spawn = 0;
         {
-            let slots = self.slots.read();
             for e in effects {
                 match e {
                     Effect::Failed(o, f) => self.store.fail(o, f),
@@ -416,7 +425,7 @@ impl Engine {
                         crate::cluster::client::warn_infeasible(t, &reason)
                     }
                     Effect::Cancel(w, t, force) => {
-                        let slot = &slots[w.0 as usize - 1];
+                        let slot = self.slot(w);
                         slot.cancel(t.0);
                         if force {
                             slot.retired.store(true, Ordering::SeqCst);
@@ -424,7 +433,7 @@ impl Engine {
                         }
                     }
                     Effect::Retire(w) => {
-                        let slot = &slots[w.0 as usize - 1];
+                        let slot = self.slot(w);
                         slot.retired.store(true, Ordering::SeqCst);
                         slot.signal.notify();
                         slot.unparker.unpark();
@@ -623,9 +632,7 @@ impl Engine {
         // posting are back to back on the executor); wait for them, boundedly.
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
         let settling = || {
-            self.slots
-                .read()
-                .iter()
+            self.all_slots()
                 .any(|s| s.settling.load(Ordering::SeqCst) > 0)
         };
         while settling() && std::time::Instant::now() < deadline {
@@ -711,7 +718,20 @@ impl Engine {
     }
 
     pub(crate) fn is_cancelled(&self, task: TaskId) -> bool {
-        self.slots.read().iter().any(|s| s.is_cancelled(task.0))
+        self.all_slots().any(|s| s.is_cancelled(task.0))
+    }
+
+    /// The mailbox of executor `w` (set before the scheduler knew of it).
+    fn slot(&self, w: WorkerId) -> &Slot {
+        self.slots[w.0 as usize - 1]
+            .get()
+            .expect("an executor's slot is set before its worker is added")
+    }
+
+    /// Every executor's mailbox set so far.
+    fn all_slots(&self) -> impl Iterator<Item = &Arc<Slot>> {
+        let n = self.n_slots.load(Ordering::SeqCst).min(self.slots.len());
+        self.slots[..n].iter().filter_map(OnceLock::get)
     }
 
     pub(crate) fn registry(&self) -> &'static Registry {
