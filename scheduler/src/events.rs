@@ -302,11 +302,19 @@ impl TaskEvents {
         let most = (self.cap / Self::RECORD_BYTES).max(1);
         let ring = self.ring(spec.job);
         if ring.records.len() == ring.records.capacity() {
-            // Grown by doubling, but never past the bound: a ring of the bound's size takes
-            // the bound, not the next power of two above it.
+            // Grown by doubling while small, then by `GROW_STEP` records at a time, never past
+            // the bound (a ring of the bound's size takes the bound, not the next power of two
+            // above it).
             let len = ring.records.len();
-            let want = (len * 2).max(64).min(most.max(len + 1));
+            let want = (len + len.clamp(64, Self::GROW_STEP)).min(most.max(len + 1));
             ring.records.reserve_exact(want - len);
+            // The new room is written once now, so its pages are faulted in here, together,
+            // instead of one page fault every few dozen tasks (a fault costs about as much as
+            // the rest of a task's scheduling).
+            let room = ring.records.capacity() - len;
+            ring.records
+                .extend(std::iter::repeat_n(record.clone(), room));
+            ring.records.truncate(len);
         }
         ring.records.push_back(record);
         let seq = ring.first + ring.records.len() as u64 - 1;
@@ -316,6 +324,10 @@ impl TaskEvents {
         }
         seq
     }
+
+    /// Records a ring grows by at a time once past this size (96 KiB of records: the room
+    /// faulted in ahead of need stays small).
+    const GROW_STEP: usize = 1024;
 
     /// Names kept before the table is made again from the records held (so names of tasks
     /// whose records are gone do not pile up).
