@@ -458,7 +458,7 @@ pub(crate) fn hold_if_detached(core: &mut Core, spec: &starling_proto::TaskSpec)
 /// `object` is being freed: if it is an actor's, the actor is killed once its calls are done.
 pub(crate) fn on_object_freed(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
     let actor = object.task();
-    if core.actors.is_empty() || ObjectId::from(actor) != object {
+    if ObjectId::from(actor) != object {
         return;
     }
     let Some(a) = core.actors.get_mut(&actor) else {

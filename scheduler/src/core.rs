@@ -286,7 +286,7 @@ pub struct Core {
     pub(crate) envs_refused: Option<&'static str>,
     /// Actors by id (their creation task's), dead ones too (the latest
     /// [`MAX_DEAD_ACTORS`](crate::actors::MAX_DEAD_ACTORS) of them).
-    pub(crate) actors: HashMap<TaskId, crate::actors::Actor>,
+    pub(crate) actors: IdMap<TaskId, crate::actors::Actor>,
     /// The dead actors still in `actors`, oldest first.
     pub(crate) dead_actors: std::collections::VecDeque<TaskId>,
     /// Live actors by name.

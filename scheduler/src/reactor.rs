@@ -825,9 +825,7 @@ fn finish(
     if let Some(entry) = core.tasks.remove(&task) {
         core.events.finished(spec, entry.event, entry.started);
     }
-    if !core.children.is_empty() {
-        core.children.remove(&task);
-    }
+    core.children.remove(&task);
     core.stats.succeeded += 1;
     for (ret, size) in spec.return_objects().zip(sizes) {
         settle_value(core, t, ret, node, *size);
@@ -1625,9 +1623,7 @@ pub(crate) fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
             continue;
         }
         let o = core.objects.remove(&object).expect("present");
-        if !core.producers.is_empty() {
-            core.producers.remove(&object);
-        }
+        core.producers.remove(&object);
         if o.state != ObjectState::Released {
             core.stats.objects_freed += 1;
             t.free_object(object, o.location());
@@ -1642,9 +1638,6 @@ pub(crate) fn free(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
 
 /// The value of `container` is gone: the objects it held refs to lose one `nested_in` each.
 fn unref_nested(core: &mut Core, container: ObjectId, garbage: &mut Vec<ObjectId>) {
-    if core.nested.is_empty() {
-        return;
-    }
     let Some(refs) = core.nested.remove(&container) else {
         return;
     };
