@@ -24,6 +24,7 @@ use starling_ml::{DataConnector, GbdtEstimator, ImportanceType, Objective, Param
 struct Args {
     train: String,
     test: Option<String>,
+    db: Option<String>,
     label: String,
     features: Option<Vec<String>>,
     params: Vec<(String, String)>,
@@ -37,7 +38,8 @@ struct Args {
     in_process: bool,
 }
 
-const USAGE: &str = "usage: gbdt --train PATH --label COL [--test PATH] [--features a,b,..] \
+const USAGE: &str =
+    "usage: gbdt --train PATH --label COL [--test PATH] [--db URL] [--features a,b,..] \
 [--objective NAME] [--num-class N] [--n-estimators N] [--max-depth N] [--learning-rate X] \
 [--max-bin N] [--lambda X] [--alpha X] [--gamma X] [--min-child-weight X] [--subsample X] \
 [--colsample-bytree X] [--seed N] [--workers N] [--cpus-per-worker N] \
@@ -48,6 +50,7 @@ fn parse_args() -> anyhow::Result<Args> {
     let mut a = Args {
         train: String::new(),
         test: None,
+        db: None,
         label: String::new(),
         features: None,
         params: Vec::new(),
@@ -80,6 +83,7 @@ fn parse_args() -> anyhow::Result<Args> {
         match flag.as_str() {
             "--train" => a.train = value,
             "--test" => a.test = Some(value),
+            "--db" => a.db = Some(value),
             "--label" => a.label = value,
             "--features" => a.features = Some(value.split(',').map(String::from).collect()),
             "--n-estimators" => a.n_estimators = num(&value)?,
@@ -125,7 +129,12 @@ fn main() -> anyhow::Result<()> {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let params = Params::from_pairs(&pairs)?;
-    let train = DataConnector::csv(&args.train)?;
+    // Files, or with `--db` queries on that PostgreSQL server.
+    let source = |what: &str| match &args.db {
+        Some(url) => DataConnector::postgres(url, what),
+        None => DataConnector::csv(what),
+    };
+    let train = source(&args.train)?;
     let features: Vec<String> = match &args.features {
         Some(f) => f.clone(),
         None => train
@@ -157,7 +166,7 @@ fn main() -> anyhow::Result<()> {
         })
         .min_rows_per_worker(args.min_rows_per_worker)
         .verbose_eval(args.verbose);
-    let test = args.test.as_deref().map(DataConnector::csv).transpose()?;
+    let test = args.test.as_deref().map(source).transpose()?;
     if let (Some(rounds), Some(t)) = (args.early_stopping, &test) {
         est = est.eval_set(t.clone()).early_stopping_rounds(rounds);
     }

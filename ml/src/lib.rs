@@ -18,7 +18,7 @@ pub mod sketch;
 pub mod train;
 pub mod xgb_json;
 
-pub use data::{DataConnector, Frame, Table};
+pub use data::{DataConnector, DbUrl, Frame, Table};
 pub use model::{ImportanceType, Model, Objective, Tree};
 pub use params::{Params, ScalingConfig};
 pub use sketch::Cuts;
@@ -75,6 +75,16 @@ pub enum MlError {
         /// The file (or what was parsed).
         path: String,
         /// What is wrong.
+        message: String,
+    },
+    /// A database refused the connection's credentials or the query (its server's message;
+    /// the connection string shown without its password). A server that cannot be reached is
+    /// [`MlError::Io`].
+    #[error("{url}: {message}")]
+    Database {
+        /// The connection string, password replaced by `***`.
+        url: String,
+        /// What the server said.
         message: String,
     },
     /// A Starling task or object operation failed.
