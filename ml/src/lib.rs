@@ -20,7 +20,7 @@ pub mod xgb_json;
 
 pub use data::{DataConnector, DbUrl, Frame, Table};
 pub use model::{ImportanceType, Model, Objective, Tree};
-pub use params::{Params, ScalingConfig};
+pub use params::{GrowPolicy, Params, ScalingConfig};
 pub use sketch::Cuts;
 pub use train::{FitReport, GbdtEstimator, XGBEstimator, MIN_ROWS_PER_WORKER};
 

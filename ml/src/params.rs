@@ -10,8 +10,14 @@ use crate::{MlError, Objective};
 pub struct Params {
     /// `objective` (and `num_class` for `multi:softprob`). Default `reg:squarederror`.
     pub objective: Objective,
-    /// `max_depth`: deepest a tree grows. Default 6.
+    /// `max_depth`: deepest a tree grows. Default 6; 0 is no limit (with `lossguide` and
+    /// `max_leaves` only, as XGBoost).
     pub max_depth: usize,
+    /// `max_leaves`: most leaves a tree has; 0 is no limit. Default 0.
+    pub max_leaves: usize,
+    /// `grow_policy`: `depthwise` (the default: a level at a time) or `lossguide` (the leaf
+    /// whose split reduces the loss most first, LightGBM's way; with `max_leaves`).
+    pub grow_policy: GrowPolicy,
     /// `eta` / `learning_rate`: shrinkage of each tree's outputs. Default 0.3.
     pub eta: f32,
     /// `lambda` / `reg_lambda`: L2 regularization of leaf weights. Default 1.
@@ -41,6 +47,8 @@ impl Default for Params {
         Params {
             objective: Objective::SquaredError,
             max_depth: 6,
+            max_leaves: 0,
+            grow_policy: GrowPolicy::Depthwise,
             eta: 0.3,
             lambda: 1.0,
             alpha: 0.0,
@@ -97,6 +105,18 @@ impl Params {
                 self.objective = Objective::parse("multi:softprob", Some(n))?;
             }
             "max_depth" => self.max_depth = parse(name, value)?,
+            "max_leaves" | "max_leaf_nodes" => self.max_leaves = parse(name, value)?,
+            "grow_policy" => {
+                self.grow_policy = match value.trim() {
+                    "depthwise" => GrowPolicy::Depthwise,
+                    "lossguide" => GrowPolicy::Lossguide,
+                    other => {
+                        return Err(MlError::Param(format!(
+                            "grow_policy must be depthwise or lossguide, got {other:?}"
+                        )))
+                    }
+                }
+            }
             "eta" | "learning_rate" => self.eta = parse(name, value)?,
             "lambda" | "reg_lambda" => self.lambda = parse(name, value)?,
             "alpha" | "reg_alpha" => self.alpha = parse(name, value)?,
@@ -123,10 +143,31 @@ impl Params {
     /// Checks ranges.
     pub fn validate(&self) -> Result<(), MlError> {
         let bad = |m: String| Err(MlError::Param(m));
-        if self.max_depth == 0 || self.max_depth > 30 {
+        if self.max_depth > 30 {
             return bad(format!(
-                "max_depth must be in 1..=30, got {}",
+                "max_depth must be in 0..=30, got {}",
                 self.max_depth
+            ));
+        }
+        if self.max_depth == 0
+            && (self.grow_policy != GrowPolicy::Lossguide || self.max_leaves == 0)
+        {
+            return bad(
+                "max_depth 0 (no limit) needs grow_policy=lossguide and max_leaves > 0".into(),
+            );
+        }
+        if self.max_leaves == 1 || self.max_leaves > MAX_LEAVES {
+            return bad(format!(
+                "max_leaves must be 0 (no limit) or in 2..={MAX_LEAVES}, got {}",
+                self.max_leaves
+            ));
+        }
+        if self.grow_policy == GrowPolicy::Lossguide && self.leaf_budget() > MAX_LEAVES {
+            return bad(format!(
+                "lossguide with max_depth {} and no max_leaves allows {} leaves; \
+                 set max_leaves (at most {MAX_LEAVES})",
+                self.max_depth,
+                self.leaf_budget()
             ));
         }
         if !(self.eta > 0.0 && self.eta.is_finite()) {
@@ -159,6 +200,41 @@ impl Params {
             }
         }
         Ok(())
+    }
+}
+
+/// Most leaves a tree may be given (`max_leaves`).
+pub const MAX_LEAVES: usize = 1 << 16;
+
+/// How a tree grows (XGBoost's `grow_policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GrowPolicy {
+    /// Every node of a level before the next level.
+    #[default]
+    Depthwise,
+    /// The leaf whose best split reduces the loss most, one at a time, up to `max_leaves`.
+    Lossguide,
+}
+
+impl Params {
+    /// Most leaves a tree can get from `max_leaves` and `max_depth` together.
+    pub fn leaf_budget(&self) -> usize {
+        let by_depth = (self.max_depth > 0).then(|| 1usize << self.max_depth);
+        match (self.max_leaves, by_depth) {
+            (0, Some(d)) => d,
+            (l, Some(d)) => l.min(d),
+            (l, None) => l,
+        }
+    }
+
+    /// The depth whose full binary tree bounds what a shard keeps for one tree: its leaves
+    /// (row groups) and the widest step's histograms. Depth-wise, `max_depth`; loss-guided,
+    /// room for twice the leaf budget (a step may split leaves that are then not kept).
+    pub(crate) fn capacity_depth(&self) -> u32 {
+        match self.grow_policy {
+            GrowPolicy::Depthwise => self.max_depth as u32,
+            GrowPolicy::Lossguide => self.leaf_budget().next_power_of_two().trailing_zeros() + 2,
+        }
     }
 }
 
@@ -207,6 +283,16 @@ mod tests {
         assert_eq!(p.lambda, 2.0);
         assert_eq!(p.max_depth, 6);
         assert_eq!(p.max_bin, 256);
+        assert_eq!(p.grow_policy, GrowPolicy::Depthwise);
+        assert_eq!(p.max_leaves, 0);
+        let p = Params::from_pairs(&[
+            ("grow_policy", "lossguide"),
+            ("max_leaves", "31"),
+            ("max_depth", "0"),
+        ])
+        .unwrap();
+        assert_eq!(p.grow_policy, GrowPolicy::Lossguide);
+        assert_eq!((p.leaf_budget(), p.capacity_depth()), (31, 7));
     }
 
     #[test]
@@ -219,6 +305,17 @@ mod tests {
             (vec![("num_class", "3")], "num_class"),
             (vec![("tree_method", "exact")], "tree_method"),
             (vec![("booster", "dart")], "booster"),
+            (vec![("max_depth", "0")], "lossguide"),
+            (vec![("grow_policy", "leafwise")], "grow_policy"),
+            (vec![("max_leaves", "1")], "max_leaves"),
+            (
+                vec![("grow_policy", "lossguide"), ("max_depth", "0")],
+                "max_leaves > 0",
+            ),
+            (
+                vec![("grow_policy", "lossguide"), ("max_depth", "24")],
+                "set max_leaves",
+            ),
         ] {
             let e = Params::from_pairs(&pairs).unwrap_err().to_string();
             assert!(e.contains(want), "{pairs:?}: {e}");

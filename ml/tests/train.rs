@@ -112,15 +112,31 @@ fn regression_learns_and_eval_loss_falls() {
 
 #[test]
 fn one_two_and_four_workers_grow_the_same_trees_on_the_same_bins() {
-    let (_rt, _g) = runtime();
-    let data = DataConnector::table(regression(3001, 3));
-    let params = [
+    same_trees_with_any_workers(&[
         ("max_depth", "5"),
         ("subsample", "0.8"),
         ("colsample_bytree", "0.75"),
         ("gamma", "0.01"),
         ("lambda", "2"),
-    ];
+    ]);
+}
+
+#[test]
+fn loss_guided_trees_are_the_same_with_any_workers() {
+    same_trees_with_any_workers(&[
+        ("grow_policy", "lossguide"),
+        ("max_depth", "0"),
+        ("max_leaves", "24"),
+        ("subsample", "0.8"),
+        ("colsample_bytree", "0.75"),
+        ("gamma", "0.01"),
+    ]);
+}
+
+fn same_trees_with_any_workers(params: &[(&str, &str)]) {
+    let (_rt, _g) = runtime();
+    let data = DataConnector::table(regression(3001, 3));
+    let params = params.to_vec();
     let first = estimator(15, 1, &params)
         .fit_report(&data, &COLS, "y")
         .unwrap();

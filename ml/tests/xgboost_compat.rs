@@ -483,6 +483,50 @@ fn training_on_the_same_data_gives_xgboost_s_predictions() {
                 ("base_score", "0.5"),
             ],
         ),
+        // `gamma` and `max_leaves` act as the tree grows, as in XGBoost's `hist`.
+        (
+            "reg:squarederror",
+            v.clone(),
+            vec![("max_depth", "5"), ("gamma", "0.4"), ("max_leaves", "9")],
+        ),
+        // Loss-guided growth: unbounded depth, a leaf budget.
+        (
+            "reg:squarederror",
+            v.clone(),
+            vec![
+                ("grow_policy", "lossguide"),
+                ("max_depth", "0"),
+                ("max_leaves", "13"),
+            ],
+        ),
+        (
+            "binary:logistic",
+            v.iter().map(|y| f32::from(*y > 1.0)).collect(),
+            vec![
+                ("grow_policy", "lossguide"),
+                ("max_leaves", "10"),
+                ("max_depth", "4"),
+                ("gamma", "0.3"),
+            ],
+        ),
+        (
+            "multi:softprob",
+            v.iter()
+                .map(|y| (y.max(0.0) * 0.8).floor().min(2.0))
+                .collect(),
+            vec![
+                ("num_class", "3"),
+                ("grow_policy", "lossguide"),
+                ("max_leaves", "6"),
+                ("base_score", "0.5"),
+            ],
+        ),
+        // No leaf budget: depth-limited, every valid split taken, best first.
+        (
+            "reg:squarederror",
+            v.clone(),
+            vec![("grow_policy", "lossguide"), ("max_depth", "3")],
+        ),
     ];
     let rows_path = scratch.path("rows.csv");
     write_rows(&rows_path, &x);
@@ -530,30 +574,40 @@ fn training_on_the_same_data_gives_xgboost_s_predictions() {
         );
         let theirs = read_predictions(&out_path);
 
-        let model = GbdtEstimator::new(10)
-            .params(Params::from_pairs(&pairs).expect("params"))
-            .scaling_config(ScalingConfig {
-                num_workers: 2,
-                num_cpu_per_worker: 1,
-            })
-            .fit(
-                &DataConnector::csv(train_path.to_str().expect("utf-8")).expect("connector"),
-                &["a", "b", "c", "d"],
-                "y",
-            )
-            .expect("fit");
-        let ours = model.predict_rows(&x).expect("predict");
-        let groups = model.objective.groups();
-        let mut worst = 0f64;
-        for (i, (t, o)) in theirs.iter().zip(ours.chunks(groups)).enumerate() {
-            for (a, b) in t.iter().zip(o) {
-                let d = (a - f64::from(*b)).abs();
-                worst = worst.max(d);
-                assert!(d <= 1e-4, "{objective} row {i}: XGBoost {t:?}, ours {o:?}");
+        // One shard (rounds grown inside one task) and two (a task per shard and step).
+        for min_rows in [n as u64, 100] {
+            let model = GbdtEstimator::new(10)
+                .params(Params::from_pairs(&pairs).expect("params"))
+                .scaling_config(ScalingConfig {
+                    num_workers: 2,
+                    num_cpu_per_worker: 1,
+                })
+                .min_rows_per_worker(min_rows)
+                .fit(
+                    &DataConnector::csv(train_path.to_str().expect("utf-8")).expect("connector"),
+                    &["a", "b", "c", "d"],
+                    "y",
+                )
+                .expect("fit");
+            let ours = model.predict_rows(&x).expect("predict");
+            let groups = model.objective.groups();
+            let mut worst = 0f64;
+            for (i, (t, o)) in theirs.iter().zip(ours.chunks(groups)).enumerate() {
+                for (a, b) in t.iter().zip(o) {
+                    let d = (a - f64::from(*b)).abs();
+                    worst = worst.max(d);
+                    assert!(
+                        d <= 1e-4,
+                        "{objective} {params:?}, {} shard(s), row {i}: XGBoost {t:?}, ours {o:?}",
+                        (n as u64 / min_rows).min(2)
+                    );
+                }
             }
+            note(&format!(
+                "{objective} {params:?}, {} shard(s): trained like xgboost {version}: {n} \
+                 predictions agree, largest difference {worst:e}",
+                (n as u64 / min_rows).min(2)
+            ));
         }
-        note(&format!(
-            "{objective}: trained like xgboost {version}: {n} predictions agree, largest difference {worst:e}"
-        ));
     }
 }

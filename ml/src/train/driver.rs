@@ -346,7 +346,7 @@ impl GbdtEstimator {
             subsample: p.subsample,
             seed: p.seed,
             fit,
-            max_depth: p.max_depth as u32,
+            capacity_depth: p.capacity_depth(),
         };
         // With one shard, a task grows a run of rounds, sized to take about `RUN_SECONDS`
         // (one round while an eval set decides when to stop).

@@ -53,22 +53,6 @@ impl GrownTree {
         self.kids.push((-1, -1));
         (self.nodes.len() - 1) as u32
     }
-
-    /// XGBoost's pruning by `gamma`: bottom up, a split whose children are leaves and whose
-    /// loss reduction is under `gamma` becomes a leaf again.
-    pub(super) fn prune(&mut self, i: usize, gamma: f64, p: &Params, split: &SplitParams) {
-        let n = self.nodes[i];
-        if n.left < 0 {
-            return;
-        }
-        self.prune(n.left as usize, gamma, p, split);
-        self.prune(n.right as usize, gamma, p, split);
-        let leafy = |j: i32| self.nodes[j as usize].left < 0;
-        if leafy(n.left) && leafy(n.right) && self.gains[i] < gamma {
-            self.nodes[i] = BinNode::leaf(leaf_output(self.sums[i], p, split));
-            self.gains[i] = 0.0;
-        }
-    }
 }
 
 pub(super) fn leaf_output(sum: GradSum, p: &Params, split: &SplitParams) -> f32 {
@@ -239,9 +223,60 @@ impl Grown {
     }
 }
 
-/// Grows one round's trees (one per class) level by level; `run_level` gives each level's
-/// summed histograms.
+/// Grows one round's trees (one per class) as `grow_policy` says; `run_level` gives each
+/// level's (or step's) summed histograms.
+///
+/// A split is made as XGBoost's `hist` makes it: only where it reduces the loss by more than
+/// `1e-6` and by at least `gamma`, with some hessian on both sides, while the tree has fewer
+/// than `max_leaves` leaves (there is no pruning after growth, as `hist` has none).
 pub(super) fn grow_round(
+    spec: &TreeSpec<'_>,
+    ctx: &RoundCtx,
+    end: Option<RoundEnd>,
+    allowed: &[Vec<bool>],
+    run_level: impl FnMut(&LevelPlan) -> Result<Hist, MlError>,
+) -> Result<Grown, MlError> {
+    match spec.p.grow_policy {
+        GrowPolicy::Depthwise => grow_depthwise(spec, ctx, end, allowed, run_level),
+        GrowPolicy::Lossguide => grow_lossguide(spec, ctx, end, allowed, run_level),
+    }
+}
+
+/// Whether XGBoost would apply `s` to a tree that has `leaves` leaves (its `IsValid`).
+fn valid(s: &hist::Split, leaves: usize, p: &Params) -> bool {
+    s.gain >= p.gamma
+        && s.left.h != 0
+        && s.right.h != 0
+        && (p.max_leaves == 0 || leaves < p.max_leaves)
+}
+
+/// The root step: every class's root histogram, with the plan that asks for it.
+fn root_step(
+    spec: &TreeSpec<'_>,
+    ctx: &RoundCtx,
+    end: Option<RoundEnd>,
+    run_level: &mut impl FnMut(&LevelPlan) -> Result<Hist, MlError>,
+) -> Result<Arc<Hist>, MlError> {
+    let root_plan = LevelPlan {
+        classes: (0..spec.k)
+            .map(|_| ClassPlan {
+                splits: Vec::new(),
+                build: vec![0],
+            })
+            .collect(),
+        threads: spec.threads,
+        ctx: ctx.clone(),
+        depth: 0,
+        applied: vec![Vec::new(); spec.k],
+        end,
+        hist_scratch: false,
+    };
+    Ok(Arc::new(run_level(&root_plan)?))
+}
+
+/// Depth-wise: every node of a level is split (in node order, while leaves are allowed)
+/// before the next level.
+fn grow_depthwise(
     spec: &TreeSpec<'_>,
     ctx: &RoundCtx,
     end: Option<RoundEnd>,
@@ -255,21 +290,7 @@ pub(super) fn grow_round(
         k,
         threads,
     } = *spec;
-    let root_plan = LevelPlan {
-        classes: (0..k)
-            .map(|_| ClassPlan {
-                splits: Vec::new(),
-                build: vec![0],
-            })
-            .collect(),
-        threads,
-        ctx: ctx.clone(),
-        depth: 0,
-        applied: vec![Vec::new(); k],
-        end,
-        hist_scratch: false,
-    };
-    let hist = Arc::new(run_level(&root_plan)?);
+    let hist = root_step(spec, ctx, end, &mut run_level)?;
     let mut applied: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
     let mut ran_depth = 0u32;
     let bins = hist.bins;
@@ -283,6 +304,7 @@ pub(super) fn grow_round(
     drop(hist);
     let search_threads = split_threads();
     let mut final_rules: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
+    let mut leaves = vec![1usize; k];
     for depth in 0..p.max_depth {
         let mut plan = LevelPlan {
             classes: vec![ClassPlan::default(); k],
@@ -306,6 +328,10 @@ pub(super) fn grow_round(
                 let Some(s) = found.next().flatten() else {
                     continue;
                 };
+                if !valid(&s, leaves[c], p) {
+                    continue;
+                }
+                leaves[c] += 1;
                 let t = &mut trees[c];
                 let l = t.push_leaf(s.left, p, split);
                 let r = t.push_leaf(s.right, p, split);
@@ -334,7 +360,9 @@ pub(super) fn grow_round(
                 pending[c].push((l, r, left_built, slot));
             }
         }
-        if pending.iter().all(Vec::is_empty) || depth + 1 == p.max_depth {
+        // A tree at its leaf budget evaluates no children (XGBoost's `IsChildValid`).
+        let full = |c: usize| p.max_leaves > 0 && leaves[c] >= p.max_leaves;
+        if (0..k).all(|c| pending[c].is_empty() || full(c)) || depth + 1 == p.max_depth {
             final_rules = plan.classes.into_iter().map(|c| c.splits).collect();
             break;
         }
@@ -345,6 +373,7 @@ pub(super) fn grow_round(
         }
         let mut slot = 0usize;
         for c in 0..k {
+            let full = full(c);
             for (l, r, left_built, parent) in std::mem::take(&mut pending[c]) {
                 let other = NodeHist::Own(parent.minus(hist.slot(slot)));
                 let built = NodeHist::Slot(hist.clone(), slot);
@@ -354,14 +383,11 @@ pub(super) fn grow_round(
                 } else {
                     (other, built)
                 };
-                frontier[c].push((l, ls));
-                frontier[c].push((r, rs));
+                if !full {
+                    frontier[c].push((l, ls));
+                    frontier[c].push((r, rs));
+                }
             }
-        }
-    }
-    if p.gamma > 0.0 {
-        for t in &mut trees {
-            t.prune(0, p.gamma, p, split);
         }
     }
     Ok(Grown {
@@ -370,6 +396,275 @@ pub(super) fn grow_round(
         applied,
         final_rules,
     })
+}
+
+/// A leaf of a loss-guided tree with its best split, waiting to be expanded.
+struct Candidate {
+    /// The node, in the grown tree.
+    node: u32,
+    /// XGBoost's id for the node (given as nodes are expanded), which breaks ties of gain.
+    order: u32,
+    depth: u32,
+    split: hist::Split,
+    /// Its histogram, until a step applies its split; then its children's node ids and
+    /// histograms.
+    state: CandidateState,
+}
+
+enum CandidateState {
+    Waiting(NodeHist),
+    Applied(u32, u32, NodeHist, NodeHist),
+}
+
+/// One class's loss-guided tree as it grows.
+struct LossGuided {
+    tree: GrownTree,
+    queue: Vec<Candidate>,
+    leaves: usize,
+    expanded: u32,
+    done: bool,
+    /// Splits expanded whose children are not evaluated, so no shard needs them applied.
+    final_rules: Vec<SplitRule>,
+}
+
+impl LossGuided {
+    /// The candidate XGBoost expands next: the largest gain (as the `f32` it keeps), then the
+    /// smallest id.
+    fn top(&self) -> Option<usize> {
+        let key = |c: &Candidate| (std::cmp::Reverse(c.split.gain as f32), c.order);
+        (0..self.queue.len()).min_by(|&a, &b| {
+            let (ga, oa) = key(&self.queue[a]);
+            let (gb, ob) = key(&self.queue[b]);
+            ga.partial_cmp(&gb)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(oa.cmp(&ob))
+        })
+    }
+
+    /// Whether a split of a node at `depth`, made now, would have its children evaluated.
+    fn children_grow(&self, depth: u32, p: &Params) -> bool {
+        (p.max_depth == 0 || (depth as usize) + 1 < p.max_depth)
+            && (p.max_leaves == 0 || self.leaves + 1 < p.max_leaves)
+    }
+}
+
+/// Loss-guided (XGBoost's `lossguide`, LightGBM's leaf-wise growth): the leaf whose best split
+/// reduces the loss most is expanded first, one at a time, until `max_leaves` (or no leaf
+/// has a valid split; the first invalid one ends the tree, as in XGBoost).
+///
+/// The shards must apply a split before its children's histograms exist, and a step of tasks
+/// per expansion would cost a round trip each; so each step applies the splits of every
+/// waiting leaf that could still be expanded (at most the leaf budget left), and the driver
+/// then expands in XGBoost's order for as long as the children it needs are built. A leaf
+/// whose split was applied but that is never expanded stays a leaf: its rows sit in its
+/// unexpanded children at the shards, which take its value (as [`GrownTree::end`] says).
+/// The trees are XGBoost's; only the work of those extra splits is spent.
+fn grow_lossguide(
+    spec: &TreeSpec<'_>,
+    ctx: &RoundCtx,
+    end: Option<RoundEnd>,
+    allowed: &[Vec<bool>],
+    mut run_level: impl FnMut(&LevelPlan) -> Result<Hist, MlError>,
+) -> Result<Grown, MlError> {
+    let TreeSpec {
+        cuts,
+        split,
+        p,
+        k,
+        threads,
+    } = *spec;
+    let hist = root_step(spec, ctx, end, &mut run_level)?;
+    let bins = hist.bins;
+    let search_threads = split_threads();
+    let roots: Vec<(usize, &[i64])> = (0..k).map(|c| (c, hist.slot(c))).collect();
+    let found = best_splits(&roots, cuts, split, allowed, search_threads);
+    let mut classes: Vec<LossGuided> = found
+        .into_iter()
+        .enumerate()
+        .map(|(c, s)| LossGuided {
+            tree: GrownTree::new(hist::totals(hist.slot(c), bins).0, p, split),
+            queue: s
+                .map(|split| Candidate {
+                    node: 0,
+                    order: 0,
+                    depth: 0,
+                    split,
+                    state: CandidateState::Waiting(NodeHist::Slot(hist.clone(), c)),
+                })
+                .into_iter()
+                .collect(),
+            leaves: 1,
+            expanded: 0,
+            done: false,
+            final_rules: Vec::new(),
+        })
+        .collect();
+    drop(roots);
+    drop(hist);
+    let mut applied: Vec<Vec<SplitRule>> = vec![Vec::new(); k];
+    let mut step = 0u32;
+    loop {
+        // Expand in XGBoost's order while the children needed are built.
+        for (c, g) in classes.iter_mut().enumerate() {
+            while !g.done {
+                let Some(i) = g.top() else {
+                    g.done = true;
+                    break;
+                };
+                let cand = &g.queue[i];
+                if !valid(&cand.split, g.leaves, p) {
+                    g.done = true;
+                    break;
+                }
+                let grow_children = g.children_grow(cand.depth, p);
+                if grow_children && matches!(cand.state, CandidateState::Waiting(_)) {
+                    break;
+                }
+                let cand = g.queue.swap_remove(i);
+                g.leaves += 1;
+                g.expanded += 1;
+                let s = cand.split;
+                let (l, r, kids) = match cand.state {
+                    CandidateState::Applied(l, r, lh, rh) => (l, r, Some((lh, rh))),
+                    CandidateState::Waiting(_) => {
+                        let l = g.tree.push_leaf(s.left, p, split);
+                        let r = g.tree.push_leaf(s.right, p, split);
+                        g.final_rules.push(rule(cand.node, &s, l, r));
+                        (l, r, None)
+                    }
+                };
+                let t = &mut g.tree;
+                let n = &mut t.nodes[cand.node as usize];
+                *n = BinNode {
+                    feature: s.feature as u32,
+                    bin: s.bin,
+                    default_left: s.default_left,
+                    left: l as i32,
+                    right: r as i32,
+                    value: n.value,
+                };
+                t.gains[cand.node as usize] = s.gain;
+                t.kids[cand.node as usize] = (l as i32, r as i32);
+                if let (true, Some((lh, rh))) = (grow_children, kids) {
+                    let pair = [(c, lh.values()), (c, rh.values())];
+                    let found = best_splits(&pair, cuts, split, allowed, 1);
+                    for ((node, h), (s, order)) in [(l, lh), (r, rh)]
+                        .into_iter()
+                        .zip(found.into_iter().zip([2 * g.expanded - 1, 2 * g.expanded]))
+                    {
+                        if let Some(split) = s {
+                            g.queue.push(Candidate {
+                                node,
+                                order,
+                                depth: cand.depth + 1,
+                                split,
+                                state: CandidateState::Waiting(h),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if classes.iter().all(|g| g.done) {
+            break;
+        }
+        // A step: apply the splits of the waiting leaves that could still be expanded with
+        // children to evaluate, best first, at most as many as the leaf budget leaves room
+        // for; build the smaller child of each.
+        step += 1;
+        let mut plan = LevelPlan {
+            classes: vec![ClassPlan::default(); k],
+            threads,
+            ctx: ctx.clone(),
+            depth: step,
+            applied: applied.clone(),
+            end: None,
+            hist_scratch: false,
+        };
+        let mut pending: Vec<Vec<(usize, bool)>> = (0..k).map(|_| Vec::new()).collect();
+        for (c, g) in classes.iter_mut().enumerate() {
+            if g.done {
+                continue;
+            }
+            let room = if p.max_leaves > 0 {
+                p.max_leaves.saturating_sub(g.leaves + 1)
+            } else {
+                usize::MAX
+            };
+            let mut order: Vec<usize> = (0..g.queue.len())
+                .filter(|&i| {
+                    let q = &g.queue[i];
+                    matches!(q.state, CandidateState::Waiting(_))
+                        && (p.max_depth == 0 || (q.depth as usize) + 1 < p.max_depth)
+                })
+                .collect();
+            order.sort_by(|&a, &b| {
+                let (qa, qb) = (&g.queue[a], &g.queue[b]);
+                (qb.split.gain as f32)
+                    .partial_cmp(&(qa.split.gain as f32))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(qa.order.cmp(&qb.order))
+            });
+            order.truncate(room);
+            for i in order {
+                let s = g.queue[i].split;
+                let node = g.queue[i].node;
+                let l = g.tree.push_leaf(s.left, p, split);
+                let r = g.tree.push_leaf(s.right, p, split);
+                // The node stays a leaf until it is expanded; its children exist for the
+                // shards, which route its rows into them from now on.
+                g.tree.kids[node as usize] = (l as i32, r as i32);
+                plan.classes[c].splits.push(rule(node, &s, l, r));
+                let left_built = s.left.h <= s.right.h;
+                plan.classes[c].build.push(if left_built { l } else { r });
+                pending[c].push((i, left_built));
+            }
+        }
+        let hist = Arc::new(run_level(&plan)?);
+        for (a, cp) in applied.iter_mut().zip(&plan.classes) {
+            a.extend_from_slice(&cp.splits);
+        }
+        let mut slot = 0usize;
+        for (c, g) in classes.iter_mut().enumerate() {
+            for (&(i, left_built), rule) in pending[c].iter().zip(&plan.classes[c].splits) {
+                let cand = &mut g.queue[i];
+                let CandidateState::Waiting(parent) = std::mem::replace(
+                    &mut cand.state,
+                    CandidateState::Waiting(NodeHist::Own(Vec::new())),
+                ) else {
+                    unreachable!("only waiting candidates are applied");
+                };
+                let other = NodeHist::Own(parent.minus(hist.slot(slot)));
+                let built = NodeHist::Slot(hist.clone(), slot);
+                slot += 1;
+                let (lh, rh) = if left_built {
+                    (built, other)
+                } else {
+                    (other, built)
+                };
+                cand.state = CandidateState::Applied(rule.left, rule.right, lh, rh);
+            }
+        }
+    }
+    let (trees, final_rules) = classes.into_iter().map(|g| (g.tree, g.final_rules)).unzip();
+    Ok(Grown {
+        trees,
+        depth: step,
+        applied,
+        final_rules,
+    })
+}
+
+/// The rule that applies split `s` of `node` into children `l` and `r`.
+fn rule(node: u32, s: &hist::Split, l: u32, r: u32) -> SplitRule {
+    SplitRule {
+        node,
+        feature: s.feature as u32,
+        bin: s.bin,
+        default_left: s.default_left,
+        left: l,
+        right: r,
+    }
 }
 
 /// The model's form of a grown tree: nodes still reachable, renumbered in growth order,

@@ -25,7 +25,7 @@ use starling::{Bytes, ObjectRef};
 
 use crate::data::{DataConnector, Frame};
 use crate::hist::{self, GradSum, Hist, SplitParams};
-use crate::params::{Params, ScalingConfig};
+use crate::params::{GrowPolicy, Params, ScalingConfig};
 use crate::partition::{self, Partition};
 use crate::scratch;
 use crate::sketch::{Cuts, Summary};
@@ -105,7 +105,7 @@ mod tests {
             subsample: 1.0,
             seed: 0,
             fit,
-            max_depth: 4,
+            capacity_depth: 4,
         };
         let mut plan = LevelPlan {
             classes: vec![ClassPlan::default()],
@@ -173,7 +173,7 @@ mod tests {
                 subsample: 1.0,
                 seed: 0,
                 fit: 0,
-                max_depth: 6,
+                capacity_depth: 6,
             };
             let (mut fast, mut rows) = (vec![0i32; 2 * n], vec![0i32; 2 * n]);
             one_class_gradients(&shard, &margins, &mut fast, &ctx);

@@ -66,14 +66,15 @@ pub struct RoundCtx {
     pub(super) subsample: f64,
     pub(super) seed: u64,
     pub(super) fit: u64,
-    /// Deepest a tree grows (bounds the row groups a shard keeps).
-    pub(super) max_depth: u32,
+    /// The depth whose full binary tree bounds a round's tree as the shards see it: its
+    /// leaves (the row groups a shard keeps) and the widest step (`Params::capacity_depth`).
+    pub(super) capacity_depth: u32,
 }
 
 impl RoundCtx {
-    /// Most leaves a tree can have.
+    /// Most leaves a tree can have at the shards.
     pub(super) fn leaves(&self) -> usize {
-        1usize << self.max_depth.min(30)
+        1usize << self.capacity_depth.min(30)
     }
 }
 
@@ -265,7 +266,7 @@ impl HistMsg {
     /// Leaves `h` in shard `rank`'s `hist` scratch file, stamped with the plan's round and
     /// level, and returns a message saying so; `None` where there is no room or no file.
     pub(super) fn to_scratch(h: &Hist, plan: &LevelPlan, rank: u32) -> Option<Self> {
-        let words = hist_scratch_words(plan.ctx.max_depth, plan.classes.len(), h.bins)?;
+        let words = hist_scratch_words(plan.ctx.capacity_depth, plan.classes.len(), h.bins)?;
         if 2 * h.data.len() > words {
             return None;
         }
@@ -307,7 +308,7 @@ pub(super) fn left_in_scratch(
     bins: usize,
     len: usize,
 ) -> Option<scratch::Scratch> {
-    let words = hist_scratch_words(plan.ctx.max_depth, plan.classes.len(), bins)?;
+    let words = hist_scratch_words(plan.ctx.capacity_depth, plan.classes.len(), bins)?;
     let file = scratch::Scratch::open_existing(plan.ctx.fit, rank, scratch::HIST, words).ok()?;
     (file.stamp() == Some((plan.ctx.round, plan.depth)) && 8 * len <= file.payload().len())
         .then_some(file)
@@ -315,9 +316,15 @@ pub(super) fn left_in_scratch(
 
 /// Room (32-bit words) in a shard's `hist` scratch file for the largest level of a fit: the
 /// root builds `classes` slots, a level below it at most `classes * 2^(depth - 1)`, and the
-/// deepest level run is `max_depth - 1`. `None` above 64 MiB: such levels travel as results.
-pub(super) fn hist_scratch_words(max_depth: u32, classes: usize, bins: usize) -> Option<usize> {
-    let widest = 1usize.checked_shl(max_depth.saturating_sub(2))?;
+/// deepest level run is `capacity_depth - 1` (a loss-guided step builds fewer slots than the
+/// leaf budget, which `capacity_depth` covers too). `None` above 64 MiB: such levels travel
+/// as results.
+pub(super) fn hist_scratch_words(
+    capacity_depth: u32,
+    classes: usize,
+    bins: usize,
+) -> Option<usize> {
+    let widest = 1usize.checked_shl(capacity_depth.saturating_sub(2))?;
     let words = classes
         .checked_mul(widest)?
         .checked_mul(2 * bins + 3)?
