@@ -211,6 +211,17 @@ impl SplitParams {
         g * g / (h + self.lambda)
     }
 
+    /// A node's score as XGBoost's split evaluator computes it (an `f32`), from real sums.
+    #[inline]
+    fn score32(&self, g: f64, h: f64) -> f32 {
+        if h <= 0.0 {
+            return 0.0;
+        }
+        // `T(G)^2` and `H + lambda` as `f32`s, divided in `f32` (XGBoost's `Divide`).
+        let t = self.threshold_l1(g);
+        (t * t) as f32 / (h + self.lambda) as f32
+    }
+
     /// The optimal weight of a node with these sums: `-T(G) / (H + lambda)`.
     pub fn weight(&self, s: GradSum) -> f64 {
         let h = self.real(s.h);
@@ -252,22 +263,15 @@ pub struct Split {
 pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) -> Option<Split> {
     let (offsets, bins) = cuts.offsets();
     let (total, _) = totals(slot, bins);
-    let parent = p.gain(total);
-    // `SplitParams::gain` and `hessian` with the scale's power of two computed once (the
-    // same products, so the same values).
+    // XGBoost's arithmetic: each node's score is an `f32`, a split's loss reduction the `f32`
+    // sum of its children's minus the parent's, and splits are compared as those `f32`s (an
+    // `f64` comparison would break near-ties differently and grow other trees).
     let unit = f64::from(-p.scale).exp2();
     let hessian = |s: GradSum| s.h as f64 * unit;
-    let score = |s: GradSum| {
-        let g = p.threshold_l1(s.g as f64 * unit);
-        let h = s.h as f64 * unit;
-        if h + p.lambda <= 0.0 {
-            0.0
-        } else {
-            g * g / (h + p.lambda)
-        }
-    };
+    let score = |s: GradSum| p.score32(s.g as f64 * unit, s.h as f64 * unit);
+    let parent = score(total);
     let mut best: Option<Split> = None;
-    let mut best_gain = 1e-6f64;
+    let mut best_gain = 1e-6f32;
     for (f, &off) in offsets.iter().enumerate() {
         if !allowed.is_empty() && !allowed[f] {
             continue;
@@ -282,11 +286,14 @@ pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) 
         };
         let present = (0..nb).fold(GradSum::default(), |a, b| a.add(bin(b)));
         let missing = total.sub(present);
-        let dirs: &[bool] = if missing.h != 0 || missing.g != 0 {
-            &[false, true]
-        } else {
-            &[false]
-        };
+        // A feature whose top bin is coded as missing has no missing values: its "missing"
+        // rows are that bin's, which the forward scan sends right, above every split.
+        let dirs: &[bool] =
+            if (missing.h != 0 || missing.g != 0) && !cuts.top_bin_is_missing_code(f) {
+                &[false, true]
+            } else {
+                &[false]
+            };
         for &missing_left in dirs {
             let mut left = if missing_left {
                 missing
@@ -299,14 +306,14 @@ pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) 
                 if hessian(left) < p.min_child_weight || hessian(right) < p.min_child_weight {
                     continue;
                 }
-                let gain = score(left) + score(right) - parent;
+                let gain = (score(left) + score(right)) - parent;
                 if gain > best_gain {
                     best_gain = gain;
                     best = Some(Split {
                         feature: f,
                         bin: b as u8,
                         default_left: missing_left,
-                        gain,
+                        gain: f64::from(gain),
                         left,
                         right,
                     });
@@ -380,8 +387,9 @@ mod tests {
         // f1 missing right: L(-4,1) 8, R(6,3) 9 -> 16.2; missing left: L(-1,2) 1/3, R(3,2) 3 -> 2.53
         let s = best_split(h.slot(0), &cuts, &p, &[]).unwrap();
         assert_eq!((s.feature, s.bin, s.default_left), (0, 0, false));
+        // Gains are XGBoost's `f32`s.
         assert!(
-            (s.gain - (12.0 + 64.0 / 3.0 - 0.8)).abs() < 1e-12,
+            (s.gain - (12.0 + 64.0 / 3.0 - 0.8)).abs() < 1e-5,
             "{}",
             s.gain
         );
@@ -390,7 +398,7 @@ mod tests {
         // Without feature 0, feature 1 with its missing row on the right wins.
         let s = best_split(h.slot(0), &cuts, &p, &[false, true]).unwrap();
         assert_eq!((s.feature, s.bin, s.default_left), (1, 0, false));
-        assert!((s.gain - (8.0 + 9.0 - 0.8)).abs() < 1e-12);
+        assert!((s.gain - (8.0 + 9.0 - 0.8)).abs() < 1e-5);
         // Weights: -G/(H+lambda).
         assert!((p.weight(s.left) - 2.0).abs() < 1e-12);
     }
@@ -433,7 +441,7 @@ mod tests {
         };
         // T(-6) = -5, T(8) = 7, T(2) = 1: 25/3 + 49/3 - 1/5
         let s = best_split(h.slot(0), &cuts, &l1, &[]).unwrap();
-        assert!((s.gain - (25.0 / 3.0 + 49.0 / 3.0 - 0.2)).abs() < 1e-12);
+        assert!((s.gain - (25.0 / 3.0 + 49.0 / 3.0 - 0.2)).abs() < 1e-5);
         assert!((l1.weight(s.left) - 5.0 / 3.0).abs() < 1e-12);
     }
 

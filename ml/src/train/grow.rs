@@ -56,7 +56,8 @@ impl GrownTree {
 }
 
 pub(super) fn leaf_output(sum: GradSum, p: &Params, split: &SplitParams) -> f32 {
-    (split.weight(sum) * f64::from(p.eta)) as f32
+    // XGBoost's: the weight as an `f32`, times `eta` in `f32`.
+    (split.weight(sum) as f32) * p.eta
 }
 
 /// A split whose children's histograms are on their way: (left, right, whether the left one
