@@ -35,9 +35,10 @@ fi
 
 # pip's progress goes to stderr so that stdout carries only the python path.
 pip=("$python" -m pip install --quiet --disable-pip-version-check --timeout 60)
-if ! "${pip[@]}" xgboost-cpu numpy scikit-learn >&2; then
+# The version the exactness tests (tests/xgboost_compat.rs) were checked against.
+if ! "${pip[@]}" "xgboost-cpu==3.2.*" numpy scikit-learn >&2; then
     echo "setup_xgboost: xgboost-cpu did not install; trying xgboost" >&2
-    "${pip[@]}" xgboost numpy scikit-learn >&2 ||
+    "${pip[@]}" "xgboost==3.2.*" numpy scikit-learn >&2 ||
         fail "pip could not install xgboost, numpy and scikit-learn into $venv (no network?)"
 fi
 

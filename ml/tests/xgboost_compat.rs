@@ -611,3 +611,140 @@ fn training_on_the_same_data_gives_xgboost_s_predictions() {
         }
     }
 }
+
+/// A family of datasets of many shapes (`benches/gbdt_family.py`: many and few features,
+/// heavy tails, discrete columns, duplicated rows, missing values, a skewed binary label, five
+/// classes), 3,600 training rows each: Starling's test metric is XGBoost's, or better, within
+/// 0.5 %. At this size XGBoost's quantile sketch is exact, so with its cuts and arithmetic the
+/// trees are its own; on larger data its sketch approximates and the cuts (and so the models)
+/// differ by its own run-to-run spread (benches/GBDT_RESULTS.md).
+///
+/// `five_classes` runs with `base_score = 0.5` on both sides: XGBoost 3.x starts
+/// `multi:softprob` from per-class intercepts, which Starling does not estimate yet.
+#[test]
+fn a_family_of_datasets_gets_xgboost_s_test_metric() {
+    let scratch = Scratch::new();
+    let Some((python, version)) = find_python(&scratch) else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/gbdt_family.py");
+    let script = script.to_str().expect("utf-8 path");
+    let dir = scratch.path("family");
+    let dir = dir.to_str().expect("utf-8 path");
+    let ran = run(&scratch, &python, &[script, "gen", dir, "0.06"]).expect("gen runs");
+    assert!(ran.success, "gen: {}{}", ran.stdout, ran.stderr);
+    let listed = run(&scratch, &python, &[script, "list"]).expect("list runs");
+    assert!(listed.success, "list: {}", listed.stderr);
+    let rt = starling::Runtime::in_process(2).expect("runtime starts");
+    let _g = rt.enter();
+    let mut checked = 0;
+    for line in listed.stdout.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(name), Some(objective), Some(num_class)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            panic!("bad list line {line:?}");
+        };
+        let mut extra: Vec<(&str, &str)> = Vec::new();
+        if num_class != "0" {
+            extra.push(("base_score", "0.5"));
+        }
+        let xgb_args: Vec<String> = [script, "xgboost", dir, name, "30", "6", "0.3", "1"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(extra.iter().map(|(k, v)| format!("{k}={v}")))
+            .collect();
+        let xgb_args: Vec<&str> = xgb_args.iter().map(String::as_str).collect();
+        let ran = run(&scratch, &python, &xgb_args).expect("xgboost runs");
+        assert!(
+            ran.success,
+            "{name}: XGBoost failed:\n{}{}",
+            ran.stdout, ran.stderr
+        );
+        let theirs: f64 = ran
+            .stdout
+            .split("\"value\": ")
+            .nth(1)
+            .and_then(|s| s.split([',', '}']).next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no value in {}", ran.stdout));
+
+        let train = DataConnector::csv(&format!("{dir}/{name}/train.csv")).expect("train");
+        let test = DataConnector::csv(&format!("{dir}/{name}/test.csv")).expect("test");
+        let cols: Vec<String> = train
+            .columns()
+            .expect("columns")
+            .into_iter()
+            .filter(|c| c != "y")
+            .collect();
+        let cols: Vec<&str> = cols.iter().map(String::as_str).collect();
+        let mut pairs = vec![("objective", objective), ("max_depth", "6")];
+        if num_class != "0" {
+            pairs.push(("num_class", num_class));
+        }
+        pairs.extend(extra.iter().copied());
+        let model = GbdtEstimator::new(30)
+            .params(Params::from_pairs(&pairs).expect("params"))
+            .scaling_config(ScalingConfig {
+                num_workers: 2,
+                num_cpu_per_worker: 1,
+            })
+            .min_rows_per_worker(1000)
+            .fit(&train, &cols, "y")
+            .expect("fit");
+        let pred = model.predict(&test, &cols, 2).expect("predict");
+        let labels = test
+            .load_shard(0, 1, &[], Some("y"))
+            .expect("labels")
+            .labels
+            .expect("labels");
+        let ours = metric(objective, &pred, &labels);
+        let diff = (ours - theirs) / theirs;
+        note(&format!(
+            "{name} ({objective}): xgboost {version} {theirs:.6}, starling {ours:.6} ({:+.3} %)",
+            diff * 100.0
+        ));
+        assert!(
+            diff <= 0.005,
+            "{name}: Starling's test metric {ours} is {:.3} % worse than XGBoost's {theirs}",
+            diff * 100.0
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 9, "the family has nine datasets");
+}
+
+/// RMSE, logloss or mlogloss of `pred` against `labels`, as `gbdt_family.py` computes them.
+fn metric(objective: &str, pred: &[f32], labels: &[f32]) -> f64 {
+    let n = labels.len() as f64;
+    match objective {
+        "reg:squarederror" => (pred
+            .iter()
+            .zip(labels)
+            .map(|(p, y)| f64::from(p - y).powi(2))
+            .sum::<f64>()
+            / n)
+            .sqrt(),
+        "binary:logistic" => {
+            -pred
+                .iter()
+                .zip(labels)
+                .map(|(p, y)| {
+                    let p = f64::from(*p).clamp(1e-15, 1.0 - 1e-15);
+                    let y = f64::from(*y);
+                    y * p.ln() + (1.0 - y) * (1.0 - p).ln()
+                })
+                .sum::<f64>()
+                / n
+        }
+        _ => {
+            let k = pred.len() / labels.len();
+            -pred
+                .chunks(k)
+                .zip(labels)
+                .map(|(p, y)| f64::from(p[*y as usize]).clamp(1e-15, 1.0).ln())
+                .sum::<f64>()
+                / n
+        }
+    }
+}
