@@ -46,6 +46,21 @@ impl GrownTree {
         ClassEnd { rules, values }
     }
 
+    /// Makes leaf `node` a split by `s` into the leaves `l` and `r` (already pushed).
+    pub(super) fn split(&mut self, node: u32, s: &hist::Split, l: u32, r: u32) {
+        let n = &mut self.nodes[node as usize];
+        *n = BinNode {
+            feature: s.feature as u32,
+            bin: s.bin,
+            default_left: s.default_left,
+            left: l as i32,
+            right: r as i32,
+            value: n.value,
+        };
+        self.gains[node as usize] = s.gain;
+        self.kids[node as usize] = (l as i32, r as i32);
+    }
+
     pub(super) fn push_leaf(&mut self, sum: GradSum, p: &Params, split: &SplitParams) -> u32 {
         self.nodes.push(BinNode::leaf(leaf_output(sum, p, split)));
         self.sums.push(sum);
@@ -336,25 +351,8 @@ fn grow_depthwise(
                 let t = &mut trees[c];
                 let l = t.push_leaf(s.left, p, split);
                 let r = t.push_leaf(s.right, p, split);
-                let n = &mut t.nodes[node as usize];
-                *n = BinNode {
-                    feature: s.feature as u32,
-                    bin: s.bin,
-                    default_left: s.default_left,
-                    left: l as i32,
-                    right: r as i32,
-                    value: n.value,
-                };
-                t.gains[node as usize] = s.gain;
-                t.kids[node as usize] = (l as i32, r as i32);
-                plan.classes[c].splits.push(SplitRule {
-                    node,
-                    feature: s.feature as u32,
-                    bin: s.bin,
-                    default_left: s.default_left,
-                    left: l,
-                    right: r,
-                });
+                t.split(node, &s, l, r);
+                plan.classes[c].splits.push(rule(node, &s, l, r));
                 // Build the child with less hessian; the other is the parent minus it.
                 let left_built = s.left.h <= s.right.h;
                 plan.classes[c].build.push(if left_built { l } else { r });
@@ -534,18 +532,7 @@ fn grow_lossguide(
                         (l, r, None)
                     }
                 };
-                let t = &mut g.tree;
-                let n = &mut t.nodes[cand.node as usize];
-                *n = BinNode {
-                    feature: s.feature as u32,
-                    bin: s.bin,
-                    default_left: s.default_left,
-                    left: l as i32,
-                    right: r as i32,
-                    value: n.value,
-                };
-                t.gains[cand.node as usize] = s.gain;
-                t.kids[cand.node as usize] = (l as i32, r as i32);
+                g.tree.split(cand.node, &s, l, r);
                 if let (true, Some((lh, rh))) = (grow_children, kids) {
                     let pair = [(c, lh.values()), (c, rh.values())];
                     let found = best_splits(&pair, cuts, split, allowed, 1);
