@@ -13,6 +13,7 @@ pub mod hist;
 pub mod model;
 pub mod params;
 mod partition;
+pub mod quantile;
 mod scratch;
 pub mod sketch;
 pub mod train;

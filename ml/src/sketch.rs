@@ -13,6 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::quantile;
+
 /// The bin of a missing value.
 pub const MISSING: u8 = u8::MAX;
 
@@ -155,6 +157,28 @@ impl Cuts {
         Cuts { thresholds }
     }
 
+    /// The cuts of columns summarized by XGBoost's sketch ([`quantile::Sketch`], fed every
+    /// present value in row order): XGBoost's own cuts for the same rows. `has_missing` says
+    /// which features have missing values (they keep at most [`MAX_BINS`]` - 1` cuts).
+    pub fn from_sketches(
+        sketches: Vec<quantile::Sketch>,
+        has_missing: &[bool],
+        max_bin: usize,
+    ) -> Self {
+        let max_bin = max_bin.max(2);
+        let thresholds = sketches
+            .into_iter()
+            .zip(has_missing)
+            .map(|(sketch, &missing)| {
+                let count = sketch.count();
+                let summary = sketch.summary();
+                let cap = if missing { MAX_BINS - 1 } else { MAX_BINS };
+                cuts_of_summary(&summary, count, max_bin, cap)
+            })
+            .collect();
+        Cuts { thresholds }
+    }
+
     /// Number of features.
     pub fn n_features(&self) -> usize {
         self.thresholds.len()
@@ -208,25 +232,35 @@ impl Cuts {
 /// At most `cap` thresholds: `MAX_BINS` for a feature without missing values, one fewer for
 /// one with.
 fn thresholds_of(points: &[(f32, u64)], max_bin: usize, cap: usize) -> Vec<f32> {
-    // XGBoost's choice (`HostSketchContainer`): the column's sketch, sized for `n_bins * 8`
-    // entries per level, gives a summary pruned to its `limit_size` (`GetSummary`), which is
-    // pruned to `max_bin * 8` entries (at most the column's count), that to `max_bin + 1`
-    // (`WQSummary::SetPrune` each time), and the cuts are entries `1..max_bin`. Where the
-    // sketch is exact (the column fits its input queue, `2 * limit_size` values) and the
-    // shards' summaries are too, these are XGBoost's cuts. Bins are bytes: a feature with
-    // missing values keeps at most `MAX_BINS - 1` cuts (its highest goes when `max_bin` is
-    // 256), one without all 255.
+    // An exact summary of the points, as a sketch that never filled its queue gives it.
     let count: u64 = points.iter().map(|p| p.1).sum();
-    let mut summary = entries_of(points);
+    let mut queue: Vec<(f32, f32)> = points.iter().map(|&(v, w)| (v, w as f32)).collect();
+    let mut summary = quantile::make_summary(&mut queue);
     let n_bins = max_bin.min(count as usize).max(1);
-    let limit = sketch_limit_size(count as usize, 1.0 / (n_bins * SKETCH_FACTOR) as f64);
+    let eps = 1.0 / (n_bins as f32 * quantile::SKETCH_FACTOR as f32) as f64;
+    let limit = quantile::limit_size(count as usize, eps);
     if summary.len() > limit {
-        summary = set_prune(&summary, limit);
+        summary = quantile::set_prune(&summary, limit);
     }
-    let intermediate = (count as usize).min(max_bin * SKETCH_FACTOR);
-    let reduced = set_prune(&summary, intermediate);
+    cuts_of_summary(&summary, count as usize, max_bin, cap)
+}
+
+/// XGBoost's cuts from a column's sketch summary (`HostSketchContainer::AllReduce` and
+/// `MakeCuts`): pruned to `max_bin * 8` entries (at most the column's `count`), that to
+/// `max_bin + 1`, and entries `1..max_bin` are the cuts; at most `cap` are kept.
+fn cuts_of_summary(
+    summary: &[quantile::Entry],
+    count: usize,
+    max_bin: usize,
+    cap: usize,
+) -> Vec<f32> {
+    if count == 0 {
+        return Vec::new();
+    }
+    let intermediate = count.min(max_bin * quantile::SKETCH_FACTOR);
+    let reduced = quantile::set_prune(summary, intermediate);
     let max_num_bins = intermediate.min(max_bin);
-    let pruned = set_prune(&reduced, max_num_bins + 1);
+    let pruned = quantile::set_prune(&reduced, max_num_bins + 1);
     let mut out: Vec<f32> = Vec::with_capacity(max_num_bins);
     for e in pruned.iter().take(max_num_bins).skip(1) {
         if out.len() >= cap {
@@ -235,92 +269,6 @@ fn thresholds_of(points: &[(f32, u64)], max_bin: usize, cap: usize) -> Vec<f32> 
         if out.last().is_none_or(|l| *l < e.value) {
             out.push(e.value);
         }
-    }
-    out
-}
-
-/// The entries per level of XGBoost's quantile sketch for `maxn` values at accuracy `eps`
-/// (`QuantileSketchTemplate::LimitSizeLevel`).
-fn sketch_limit_size(maxn: usize, eps: f64) -> usize {
-    let mut nlevel = 1usize;
-    loop {
-        let limit = ((nlevel as f64 / eps).ceil() as usize + 1).min(maxn);
-        if (1usize << nlevel.min(62)) * limit >= maxn {
-            return limit;
-        }
-        nlevel += 1;
-    }
-}
-
-/// XGBoost's `WQSketch::kFactor`: a column's summary keeps `max_bin` times this many entries.
-const SKETCH_FACTOR: usize = 8;
-
-/// An entry of XGBoost's weighted quantile summary (`WQSummary::Entry`): a value and the
-/// ranks its rows span, in `f32` as XGBoost keeps them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Entry {
-    value: f32,
-    /// Weight strictly before the value.
-    rmin: f32,
-    /// Weight up to and including the value.
-    rmax: f32,
-    /// The value's own weight.
-    wmin: f32,
-}
-
-/// The exact summary of sorted distinct `points` (`WQSummary::Queue::MakeSummary`).
-fn entries_of(points: &[(f32, u64)]) -> Vec<Entry> {
-    let mut wsum = 0f32;
-    points
-        .iter()
-        .map(|&(value, w)| {
-            let w = w as f32;
-            let e = Entry {
-                value,
-                rmin: wsum,
-                rmax: wsum + w,
-                wmin: w,
-            };
-            wsum += w;
-            e
-        })
-        .collect()
-}
-
-/// At most `maxsize` of `src`'s entries, chosen at evenly spaced ranks as XGBoost's
-/// `WQSummary::SetPrune` chooses them, in the same `f32` arithmetic (so the same entries win
-/// where two are nearly as close): for each target rank, the entry whose span is nearest.
-fn set_prune(src: &[Entry], maxsize: usize) -> Vec<Entry> {
-    if src.len() <= maxsize || maxsize < 2 {
-        return src.to_vec();
-    }
-    let last = src.len() - 1;
-    let begin = src[0].rmax;
-    let range = src[last].rmin - src[0].rmax;
-    let n = maxsize - 1;
-    let mut out = vec![src[0]];
-    let (mut i, mut lastidx) = (1usize, 0usize);
-    for k in 1..n {
-        let dx2 = 2.0f32 * ((k as f32 * range) / n as f32 + begin);
-        while i < last && dx2 >= src[i + 1].rmax + src[i + 1].rmin {
-            i += 1;
-        }
-        if i == last {
-            break;
-        }
-        // RMinNext(i) + RMaxPrev(i + 1).
-        if dx2 < (src[i].rmin + src[i].wmin) + (src[i + 1].rmax - src[i + 1].wmin) {
-            if i != lastidx {
-                out.push(src[i]);
-                lastidx = i;
-            }
-        } else if i + 1 != lastidx {
-            out.push(src[i + 1]);
-            lastidx = i + 1;
-        }
-    }
-    if lastidx != last {
-        out.push(src[last]);
     }
     out
 }

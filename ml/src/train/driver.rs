@@ -191,9 +191,27 @@ impl GbdtEstimator {
             }
             Some(c) => c.clone(),
             None => {
-                let per_shard: Vec<Vec<Summary>> =
-                    summaries.iter().map(|s| s.features.clone()).collect();
-                Cuts::from_summaries(&per_shard, p.max_bin)
+                // XGBoost's sketch of every feature, fed the rows in order: a chain of one task
+                // per shard, each on the shard's node, handing the sketches on.
+                let per_feature = |f: fn(&ShardSummary) -> &Vec<u64>| -> Vec<u64> {
+                    (0..cols.len())
+                        .map(|j| summaries.iter().map(|s| f(s)[j]).sum())
+                        .collect()
+                };
+                let present = per_feature(|s| &s.present);
+                let missing = per_feature(|s| &s.missing);
+                let mut sketches = place.on(0, ml_sketch_first::options()).remote(
+                    &raws[0],
+                    present,
+                    p.max_bin as u32,
+                );
+                for (r, raw) in raws.iter().enumerate().skip(1) {
+                    sketches = place
+                        .on(r, ml_sketch_next::options())
+                        .remote(raw, &sketches);
+                }
+                let has_missing: Vec<bool> = missing.iter().map(|&m| m > 0).collect();
+                Cuts::from_sketches(starling::get(&sketches)?, &has_missing, p.max_bin)
             }
         };
         let label_mean = summaries.iter().map(|s| s.label_sum).sum::<f64>() / rows as f64;
@@ -618,6 +636,8 @@ macro_rules! pinned {
 pinned!(
     __starling_options_ml_load,
     __starling_options_ml_summarize,
+    __starling_options_ml_sketch_first,
+    __starling_options_ml_sketch_next,
     __starling_options_ml_bin,
     __starling_options_ml_level,
     __starling_options_ml_rounds,

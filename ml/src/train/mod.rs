@@ -27,8 +27,9 @@ use crate::data::{DataConnector, Frame};
 use crate::hist::{self, GradSum, Hist, SplitParams};
 use crate::params::{GrowPolicy, Params, ScalingConfig};
 use crate::partition::{self, Partition};
+use crate::quantile::Sketch;
 use crate::scratch;
-use crate::sketch::{Cuts, Summary};
+use crate::sketch::Cuts;
 use crate::{MlError, Model, Objective, Tree};
 
 mod driver;

@@ -32,7 +32,9 @@ impl RawShard {
 /// What the driver learns of a shard before binning.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct ShardSummary {
-    pub(super) features: Vec<Summary>,
+    /// Per feature, rows with a value and rows without.
+    pub(super) present: Vec<u64>,
+    pub(super) missing: Vec<u64>,
     pub(super) rows: u64,
     pub(super) label_sum: f64,
     pub(super) label_min: f32,

@@ -20,18 +20,46 @@ pub(super) fn ml_load(
 pub(super) fn ml_summarize(raw: RawShard, objective: Objective) -> Result<ShardSummary, MlError> {
     let labels = f32s(&raw.labels);
     check_labels(&labels, objective)?;
-    let features = raw
-        .columns()
+    let columns = raw.columns();
+    let missing: Vec<u64> = columns
         .iter()
-        .map(|c| Summary::of_column(c))
+        .map(|c| c.iter().filter(|x| x.is_nan()).count() as u64)
         .collect();
     Ok(ShardSummary {
-        features,
+        present: missing.iter().map(|m| raw.n_rows - m).collect(),
+        missing,
         rows: raw.n_rows,
         label_sum: labels.iter().map(|y| f64::from(*y)).sum(),
         label_min: labels.iter().copied().fold(f32::INFINITY, f32::min),
         label_max: labels.iter().copied().fold(f32::NEG_INFINITY, f32::max),
     })
+}
+
+/// The first shard's part of the fit's quantile sketches: one per feature, sized for the
+/// feature's `present` values over all shards, fed this shard's values in row order.
+#[starling::remote]
+pub(super) fn ml_sketch_first(raw: RawShard, present: Vec<u64>, max_bin: u32) -> Vec<Sketch> {
+    let mut sketches: Vec<Sketch> = present
+        .iter()
+        .map(|&n| Sketch::new(n as usize, max_bin as usize))
+        .collect();
+    push_rows(&raw, &mut sketches);
+    sketches
+}
+
+/// The next shard's part: the sketches so far, fed this shard's values in row order.
+#[starling::remote]
+pub(super) fn ml_sketch_next(raw: RawShard, mut sketches: Vec<Sketch>) -> Vec<Sketch> {
+    push_rows(&raw, &mut sketches);
+    sketches
+}
+
+fn push_rows(raw: &RawShard, sketches: &mut [Sketch]) {
+    for (column, sketch) in raw.columns().iter().zip(sketches) {
+        for &x in column.iter().filter(|x| !x.is_nan()) {
+            sketch.push(x);
+        }
+    }
 }
 
 pub(super) fn check_labels(labels: &[f32], objective: Objective) -> Result<(), MlError> {
