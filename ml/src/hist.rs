@@ -277,9 +277,6 @@ pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) 
             continue;
         }
         let nb = cuts.n_bins(f);
-        if nb < 2 {
-            continue;
-        }
         let bin = |b: usize| GradSum {
             g: slot[2 * (off + b)],
             h: slot[2 * (off + b) + 1],
@@ -288,36 +285,41 @@ pub fn best_split(slot: &[i64], cuts: &Cuts, p: &SplitParams, allowed: &[bool]) 
         let missing = total.sub(present);
         // A feature whose top bin is coded as missing has no missing values: its "missing"
         // rows are that bin's, which the forward scan sends right, above every split.
-        let dirs: &[bool] =
-            if (missing.h != 0 || missing.g != 0) && !cuts.top_bin_is_missing_code(f) {
-                &[false, true]
-            } else {
-                &[false]
-            };
-        for &missing_left in dirs {
-            let mut left = if missing_left {
-                missing
-            } else {
-                GradSum::default()
-            };
-            for b in 0..nb - 1 {
-                left = left.add(bin(b));
-                let right = total.sub(left);
-                if hessian(left) < p.min_child_weight || hessian(right) < p.min_child_weight {
-                    continue;
-                }
-                let gain = (score(left) + score(right)) - parent;
-                if gain > best_gain {
-                    best_gain = gain;
-                    best = Some(Split {
-                        feature: f,
-                        bin: b as u8,
-                        default_left: missing_left,
-                        gain: f64::from(gain),
-                        left,
-                        right,
-                    });
-                }
+        let has_missing = (missing.h != 0 || missing.g != 0) && !cuts.top_bin_is_missing_code(f);
+        let mut consider = |left: GradSum, b: usize, missing_left: bool| {
+            let right = total.sub(left);
+            if hessian(left) < p.min_child_weight || hessian(right) < p.min_child_weight {
+                return;
+            }
+            let gain = (score(left) + score(right)) - parent;
+            if gain > best_gain {
+                best_gain = gain;
+                best = Some(Split {
+                    feature: f,
+                    bin: b as u8,
+                    default_left: missing_left,
+                    gain: f64::from(gain),
+                    left,
+                    right,
+                });
+            }
+        };
+        // XGBoost's forward scan: bins `0..=b` left, missing values right; with missing values
+        // it ends at the last bin (every present value left, the missing ones right).
+        let mut left = GradSum::default();
+        for b in 0..if has_missing { nb } else { nb - 1 } {
+            left = left.add(bin(b));
+            consider(left, b, false);
+        }
+        if has_missing {
+            // Its backward scan, from the top bin down: bins `b + 1..` right, the rest and the
+            // missing values left. (Its last step, every present value right and the missing
+            // ones left, is the forward scan's last split mirrored: same gain, found second, so
+            // never kept.)
+            let mut right = GradSum::default();
+            for b in (0..nb - 1).rev() {
+                right = right.add(bin(b + 1));
+                consider(total.sub(right), b, true);
             }
         }
     }
@@ -342,6 +344,7 @@ mod tests {
     fn four_rows() -> (Cuts, Hist) {
         let cuts = Cuts {
             thresholds: vec![vec![1.0, 2.0], vec![5.0]],
+            ..Cuts::default()
         };
         let (off, bins) = cuts.offsets();
         assert_eq!((off.clone(), bins), (vec![0, 3], 5));
@@ -408,6 +411,7 @@ mod tests {
         // f1 only; the missing row has a large negative gradient, like row 0.
         let cuts = Cuts {
             thresholds: vec![vec![5.0]],
+            ..Cuts::default()
         };
         let rows = [(0u8, -4i64), (1, 3), (1, 5), (MISSING, -6)];
         let codes: Vec<u8> = rows.iter().map(|r| r.0).collect();

@@ -124,6 +124,11 @@ fn sort_floats(v: &mut [f32]) {
 pub struct Cuts {
     /// Per feature, increasing thresholds; a value's bin is how many are `<=` it.
     pub thresholds: Vec<Vec<f32>>,
+    /// Per feature, XGBoost's last cut, above every value (`max + |max| + 1e-5`): the
+    /// condition of a split that sends every present value left and the missing ones right.
+    /// Empty when unknown (such a split then reads `x < inf`).
+    #[serde(default)]
+    pub upper: Vec<f32>,
 }
 
 impl Cuts {
@@ -132,7 +137,7 @@ impl Cuts {
     pub fn from_summaries(summaries: &[Vec<Summary>], max_bin: usize) -> Self {
         let n_features = summaries.first().map_or(0, Vec::len);
         let max_bin = max_bin.max(2);
-        let thresholds = (0..n_features)
+        let (thresholds, upper) = (0..n_features)
             .map(|f| {
                 let mut all: Vec<(f32, u64)> = summaries
                     .iter()
@@ -153,8 +158,8 @@ impl Cuts {
                     if missing { MAX_BINS - 1 } else { MAX_BINS },
                 )
             })
-            .collect();
-        Cuts { thresholds }
+            .unzip();
+        Cuts { thresholds, upper }
     }
 
     /// The cuts of columns summarized by XGBoost's sketch ([`quantile::Sketch`], fed every
@@ -166,7 +171,7 @@ impl Cuts {
         max_bin: usize,
     ) -> Self {
         let max_bin = max_bin.max(2);
-        let thresholds = sketches
+        let (thresholds, upper) = sketches
             .into_iter()
             .zip(has_missing)
             .map(|(sketch, &missing)| {
@@ -175,8 +180,8 @@ impl Cuts {
                 let cap = if missing { MAX_BINS - 1 } else { MAX_BINS };
                 cuts_of_summary(&summary, count, max_bin, cap)
             })
-            .collect();
-        Cuts { thresholds }
+            .unzip();
+        Cuts { thresholds, upper }
     }
 
     /// Number of features.
@@ -188,6 +193,15 @@ impl Cuts {
     /// no missing values).
     pub fn top_bin_is_missing_code(&self, f: usize) -> bool {
         self.thresholds[f].len() >= MAX_BINS
+    }
+
+    /// The condition of a split of feature `f` at `bin` (`x < condition` goes left): its
+    /// threshold, or for the top bin, XGBoost's cut above every value.
+    pub fn condition(&self, f: usize, bin: usize) -> f32 {
+        match self.thresholds[f].get(bin) {
+            Some(&t) => t,
+            None => self.upper.get(f).copied().unwrap_or(f32::INFINITY),
+        }
     }
 
     /// Number of bins of feature `f` (thresholds + 1).
@@ -231,7 +245,7 @@ impl Cuts {
 /// Thresholds for one feature from its merged weighted points.
 /// At most `cap` thresholds: `MAX_BINS` for a feature without missing values, one fewer for
 /// one with.
-fn thresholds_of(points: &[(f32, u64)], max_bin: usize, cap: usize) -> Vec<f32> {
+fn thresholds_of(points: &[(f32, u64)], max_bin: usize, cap: usize) -> (Vec<f32>, f32) {
     // An exact summary of the points, as a sketch that never filled its queue gives it.
     let count: u64 = points.iter().map(|p| p.1).sum();
     let mut queue: Vec<(f32, f32)> = points.iter().map(|&(v, w)| (v, w as f32)).collect();
@@ -247,15 +261,18 @@ fn thresholds_of(points: &[(f32, u64)], max_bin: usize, cap: usize) -> Vec<f32> 
 
 /// XGBoost's cuts from a column's sketch summary (`HostSketchContainer::AllReduce` and
 /// `MakeCuts`): pruned to `max_bin * 8` entries (at most the column's `count`), that to
-/// `max_bin + 1`, and entries `1..max_bin` are the cuts; at most `cap` are kept.
+/// `max_bin + 1`, and entries `1..max_bin` are the cuts; at most `cap` are kept. Also the
+/// cut above every value.
 fn cuts_of_summary(
     summary: &[quantile::Entry],
     count: usize,
     max_bin: usize,
     cap: usize,
-) -> Vec<f32> {
+) -> (Vec<f32>, f32) {
+    // XGBoost's last cut: `cpt + (fabs(cpt) + 1e-5)` with `cpt` a float and `1e-5` a double.
+    let above = |max: f32| (f64::from(max) + (f64::from(max).abs() + 1e-5)) as f32;
     if count == 0 {
-        return Vec::new();
+        return (Vec::new(), above(1e-5));
     }
     let intermediate = count.min(max_bin * quantile::SKETCH_FACTOR);
     let reduced = quantile::set_prune(summary, intermediate);
@@ -270,7 +287,8 @@ fn cuts_of_summary(
             out.push(e.value);
         }
     }
-    out
+    let max = pruned.last().map_or(1e-5, |e| e.value);
+    (out, above(max))
 }
 
 #[cfg(test)]

@@ -689,7 +689,7 @@ pub(super) fn to_tree(t: &GrownTree, cuts: &Cuts, split: &SplitParams) -> Tree {
         out.split_condition.push(if leaf {
             n.value
         } else {
-            cuts.thresholds[n.feature as usize][n.bin as usize]
+            cuts.condition(n.feature as usize, n.bin as usize)
         });
         out.default_left.push(!leaf && n.default_left);
         out.base_weight.push(split.weight(t.sums[i]) as f32);
