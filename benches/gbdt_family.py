@@ -1,9 +1,13 @@
-"""A family of datasets of many shapes, for starling-ml's accuracy and speed against XGBoost
-and LightGBM (benches/gbdt_vs_xgboost.sh family, ml/tests/accuracy_family.rs).
+"""Datasets for starling-ml's accuracy and speed against XGBoost and LightGBM
+(benches/gbdt_vs_xgboost.sh, ml/tests/xgboost_compat.rs): a family of many shapes, and the
+classic four (friedman1, classification, breast_cancer, diabetes).
 
-    gbdt_family.py gen DIR [SCALE]      writes DIR/<name>/{train,test}.csv (fixed seeds;
-                                        SCALE multiplies the row counts, default 1)
-    gbdt_family.py list                 the datasets: name objective num_class, one a line
+    gbdt_family.py gen DIR [SCALE [NAME ..]]
+                                        writes DIR/<name>/{train,test}.csv (fixed seeds;
+                                        SCALE multiplies the generated row counts, default 1;
+                                        all datasets of the family unless NAMEs are given)
+    gbdt_family.py list                 the family: name objective num_class, one a line
+    gbdt_family.py list-all             the family and the classic four
     gbdt_family.py xgboost DIR NAME ROUNDS DEPTH ETA NTHREAD [key=value ..]
     gbdt_family.py lightgbm DIR NAME ROUNDS DEPTH ETA NTHREAD [key=value ..]
                                         train on DIR/NAME/train.csv, read the CSV files
@@ -138,6 +142,40 @@ def five_classes(rng, n):
     return x, y
 
 
+@dataset("friedman1", "reg:squarederror", 800_000)
+def friedman1(rng, n):
+    from sklearn import datasets
+
+    return datasets.make_friedman1(n_samples=n, n_features=10, noise=1.0, random_state=0)
+
+
+@dataset("classification", "binary:logistic", 400_000)
+def classification(rng, n):
+    from sklearn import datasets
+
+    return datasets.make_classification(
+        n_samples=n, n_features=20, n_informative=10, random_state=0
+    )
+
+
+@dataset("breast_cancer", "binary:logistic", 455)
+def breast_cancer(rng, n):
+    from sklearn import datasets
+
+    return datasets.load_breast_cancer(return_X_y=True)
+
+
+@dataset("diabetes", "reg:squarederror", 353)
+def diabetes(rng, n):
+    from sklearn import datasets
+
+    return datasets.load_diabetes(return_X_y=True)
+
+
+# The classic four are not part of the family the accuracy test runs.
+CLASSIC = ("friedman1", "classification", "breast_cancer", "diabetes")
+
+
 def seed_of(name):
     return sum((i + 1) * ord(c) for i, c in enumerate(name))
 
@@ -150,8 +188,9 @@ def write_csv(path, x, y):
     os.replace(tmp, path)
 
 
-def gen(root, scale):
-    for name, (_, _, rows, fn) in FAMILY.items():
+def gen(root, scale, names):
+    for name in names:
+        _, _, rows, fn = FAMILY[name]
         d = os.path.join(root, name)
         if os.path.exists(os.path.join(d, "test.csv")):
             continue
@@ -159,13 +198,21 @@ def gen(root, scale):
         rng = np.random.default_rng(seed_of(name))
         n = int(rows * scale)
         x, y = fn(rng, n + n // 4)
-        write_csv(os.path.join(d, "train.csv"), x[:n], y[:n])
-        write_csv(os.path.join(d, "test.csv"), x[n:], y[n:])
-        print(f"{name}: {n} train, {len(y) - n} test rows, {x.shape[1]} features", file=sys.stderr)
+        x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)
+        cut = len(y) * 4 // 5
+        write_csv(os.path.join(d, "train.csv"), x[:cut], y[:cut])
+        write_csv(os.path.join(d, "test.csv"), x[cut:], y[cut:])
+        print(f"{name}: {cut} train, {len(y) - cut} test rows, {x.shape[1]} features", file=sys.stderr)
 
 
 def load(path):
-    data = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float32, ndmin=2)
+    """Features and labels of a CSV file (pandas' C parser when there is pandas)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        data = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float32, ndmin=2)
+    else:
+        data = pd.read_csv(path, dtype=np.float32).to_numpy()
     return data[:, :-1], data[:, -1]
 
 
@@ -253,10 +300,12 @@ def run_lightgbm(root, name, rounds, depth, eta, nthread, extra):
 
 def main(argv):
     if len(argv) >= 3 and argv[1] == "gen":
-        gen(argv[2], float(argv[3]) if len(argv) > 3 else 1.0)
-    elif len(argv) == 2 and argv[1] == "list":
+        names = argv[4:] or [n for n in FAMILY if n not in CLASSIC]
+        gen(argv[2], float(argv[3]) if len(argv) > 3 else 1.0, names)
+    elif len(argv) == 2 and argv[1] in ("list", "list-all"):
         for name, (objective, num_class, _, _) in FAMILY.items():
-            print(name, objective, num_class)
+            if argv[1] == "list-all" or name not in CLASSIC:
+                print(name, objective, num_class)
     elif len(argv) >= 8 and argv[1] in ("xgboost", "lightgbm"):
         root, name = argv[2], argv[3]
         rounds, depth, eta, nthread = int(argv[4]), int(argv[5]), float(argv[6]), int(argv[7])
