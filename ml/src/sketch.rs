@@ -1,10 +1,11 @@
-//! Bin edges from a distributed quantile sketch, and binning.
+//! Bin edges, and binning.
 //!
-//! Every worker summarizes each feature of its shard ([`Summary::of_column`]): exactly (each
-//! distinct value with its count) when the shard has few distinct values, otherwise as
-//! [`SUMMARY_POINTS`] values at evenly spaced ranks, each weighted by the rows it stands for.
-//! The driver merges the summaries of all shards ([`Cuts::from_summaries`]) and picks at most
-//! `max_bin - 1` thresholds per feature at evenly spaced weighted ranks.
+//! A fit makes its edges with [`Cuts::from_sketches`]: XGBoost's own sketch
+//! ([`crate::quantile::Sketch`]), fed every present value in row order across the shards, cut
+//! as XGBoost cuts it, so the edges are XGBoost's for the same rows. [`Cuts::from_summaries`]
+//! makes edges from per-shard summaries instead ([`Summary::of_column`]: exact when a shard has
+//! few distinct values, otherwise [`SUMMARY_POINTS`] values at evenly spaced ranks), for
+//! callers that have only those.
 //!
 //! A value's bin is the number of thresholds at or below it, so `bin <= b` is exactly
 //! `x < thresholds[b]`: a split found on bins is the split XGBoost writes (`x < split_condition`
