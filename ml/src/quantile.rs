@@ -29,6 +29,17 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// This entry in a merge with another summary: its ranks moved by the other summary's
+    /// weight below it (`rmin`) and at most up to it (`rmax`).
+    fn shifted(&self, rmin: f32, rmax: f32) -> Entry {
+        Entry {
+            rmin: self.rmin + rmin,
+            rmax: self.rmax + rmax,
+            wmin: self.wmin,
+            value: self.value,
+        }
+    }
+
     fn rmin_next(&self) -> f32 {
         self.rmin + self.wmin
     }
@@ -126,47 +137,19 @@ pub fn set_combine(sa: &[Entry], sb: &[Entry]) -> Vec<Entry> {
             a += 1;
             b += 1;
         } else if x.value < y.value {
-            out.push(Entry {
-                rmin: x.rmin + bprev_rmin,
-                rmax: x.rmax + y.rmax_prev(),
-                wmin: x.wmin,
-                value: x.value,
-            });
+            out.push(x.shifted(bprev_rmin, y.rmax_prev()));
             aprev_rmin = x.rmin_next();
             a += 1;
         } else {
-            out.push(Entry {
-                rmin: y.rmin + aprev_rmin,
-                rmax: y.rmax + x.rmax_prev(),
-                wmin: y.wmin,
-                value: y.value,
-            });
+            out.push(y.shifted(aprev_rmin, x.rmax_prev()));
             bprev_rmin = y.rmin_next();
             b += 1;
         }
     }
-    if a < sa.len() {
-        let brmax = sb[sb.len() - 1].rmax;
-        for x in &sa[a..] {
-            out.push(Entry {
-                rmin: x.rmin + bprev_rmin,
-                rmax: x.rmax + brmax,
-                wmin: x.wmin,
-                value: x.value,
-            });
-        }
-    }
-    if b < sb.len() {
-        let armax = sa[sa.len() - 1].rmax;
-        for y in &sb[b..] {
-            out.push(Entry {
-                rmin: y.rmin + aprev_rmin,
-                rmax: y.rmax + armax,
-                wmin: y.wmin,
-                value: y.value,
-            });
-        }
-    }
+    // What is left of one side lies above all of the other.
+    let (brmax, armax) = (sb[sb.len() - 1].rmax, sa[sa.len() - 1].rmax);
+    out.extend(sa[a..].iter().map(|x| x.shifted(bprev_rmin, brmax)));
+    out.extend(sb[b..].iter().map(|y| y.shifted(aprev_rmin, armax)));
     fix_error(&mut out);
     out
 }
@@ -204,6 +187,15 @@ pub fn limit_size(maxn: usize, eps: f64) -> usize {
     }
 }
 
+/// The entries per level of the sketch `HostSketchContainer` makes for a column of `count`
+/// present values binned into at most `max_bin` bins: accuracy `1 / (min(max_bin, count) *
+/// 8)`.
+pub fn limit_for(count: usize, max_bin: usize) -> usize {
+    let n_bins = max_bin.min(count).max(1);
+    let eps = 1.0 / (n_bins as f32 * SKETCH_FACTOR as f32) as f64;
+    limit_size(count, eps)
+}
+
 /// One column's sketch (`WQuantileSketch<float, float>` as `HostSketchContainer` sets it up:
 /// accuracy `1 / (min(max_bin, count) * 8)`, its queue sized at once).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -219,9 +211,7 @@ pub struct Sketch {
 impl Sketch {
     /// A sketch for a column of `count` present values, binned into at most `max_bin` bins.
     pub fn new(count: usize, max_bin: usize) -> Self {
-        let n_bins = max_bin.min(count).max(1);
-        let eps = 1.0 / (n_bins as f32 * SKETCH_FACTOR as f32) as f64;
-        let limit = limit_size(count, eps).max(1);
+        let limit = limit_for(count, max_bin).max(1);
         Sketch {
             count,
             limit,

@@ -153,11 +153,7 @@ impl Cuts {
                     }
                 }
                 let missing = summaries.iter().any(|s| s[f].missing > 0);
-                thresholds_of(
-                    &merged,
-                    max_bin,
-                    if missing { MAX_BINS - 1 } else { MAX_BINS },
-                )
+                thresholds_of(&merged, max_bin, missing)
             })
             .unzip();
         Cuts { thresholds, upper }
@@ -177,9 +173,7 @@ impl Cuts {
             .zip(has_missing)
             .map(|(sketch, &missing)| {
                 let count = sketch.count();
-                let summary = sketch.summary();
-                let cap = if missing { MAX_BINS - 1 } else { MAX_BINS };
-                cuts_of_summary(&summary, count, max_bin, cap)
+                cuts_of_summary(&sketch.summary(), count, max_bin, missing)
             })
             .unzip();
         Cuts { thresholds, upper }
@@ -244,32 +238,30 @@ impl Cuts {
 }
 
 /// Thresholds for one feature from its merged weighted points.
-/// At most `cap` thresholds: `MAX_BINS` for a feature without missing values, one fewer for
-/// one with.
-fn thresholds_of(points: &[(f32, u64)], max_bin: usize, cap: usize) -> (Vec<f32>, f32) {
+fn thresholds_of(points: &[(f32, u64)], max_bin: usize, has_missing: bool) -> (Vec<f32>, f32) {
     // An exact summary of the points, as a sketch that never filled its queue gives it.
     let count: u64 = points.iter().map(|p| p.1).sum();
     let mut queue: Vec<(f32, f32)> = points.iter().map(|&(v, w)| (v, w as f32)).collect();
     let mut summary = quantile::make_summary(&mut queue);
-    let n_bins = max_bin.min(count as usize).max(1);
-    let eps = 1.0 / (n_bins as f32 * quantile::SKETCH_FACTOR as f32) as f64;
-    let limit = quantile::limit_size(count as usize, eps);
+    let limit = quantile::limit_for(count as usize, max_bin);
     if summary.len() > limit {
         summary = quantile::set_prune(&summary, limit);
     }
-    cuts_of_summary(&summary, count as usize, max_bin, cap)
+    cuts_of_summary(&summary, count as usize, max_bin, has_missing)
 }
 
 /// XGBoost's cuts from a column's sketch summary (`HostSketchContainer::AllReduce` and
 /// `MakeCuts`): pruned to `max_bin * 8` entries (at most the column's `count`), that to
-/// `max_bin + 1`, and entries `1..max_bin` are the cuts; at most `cap` are kept. Also the
-/// cut above every value.
+/// `max_bin + 1`, and entries `1..max_bin` are the cuts: at most `MAX_BINS`, one fewer for a
+/// feature with missing values (which needs the `MISSING` code). Also the cut above every
+/// value.
 fn cuts_of_summary(
     summary: &[quantile::Entry],
     count: usize,
     max_bin: usize,
-    cap: usize,
+    has_missing: bool,
 ) -> (Vec<f32>, f32) {
+    let cap = if has_missing { MAX_BINS - 1 } else { MAX_BINS };
     // XGBoost's last cut: `cpt + (fabs(cpt) + 1e-5)` with `cpt` a float and `1e-5` a double.
     let above = |max: f32| (f64::from(max) + (f64::from(max).abs() + 1e-5)) as f32;
     if count == 0 {
