@@ -349,13 +349,8 @@ fn grow_depthwise(
                 }
                 leaves[c] += 1;
                 let t = &mut trees[c];
-                let l = t.push_leaf(s.left, p, split);
-                let r = t.push_leaf(s.right, p, split);
+                let (l, r, left_built) = ask_children(t, &mut plan.classes[c], node, &s, p, split);
                 t.split(node, &s, l, r);
-                plan.classes[c].splits.push(rule(node, &s, l, r));
-                // Build the child with less hessian; the other is the parent minus it.
-                let left_built = s.left.h <= s.right.h;
-                plan.classes[c].build.push(if left_built { l } else { r });
                 pending[c].push((l, r, left_built, slot));
             }
         }
@@ -374,14 +369,8 @@ fn grow_depthwise(
         for c in 0..k {
             let full = full(c);
             for (l, r, left_built, parent) in std::mem::take(&mut pending[c]) {
-                let other = NodeHist::Own(parent.minus(hist.slot(slot)));
-                let built = NodeHist::Slot(hist.clone(), slot);
+                let (ls, rs) = children_hists(parent, &hist, slot, left_built);
                 slot += 1;
-                let (ls, rs) = if left_built {
-                    (built, other)
-                } else {
-                    (other, built)
-                };
                 if !full {
                     frontier[c].push((l, ls));
                     frontier[c].push((r, rs));
@@ -430,21 +419,27 @@ impl LossGuided {
     /// The candidate XGBoost expands next: the largest gain (as the `f32` it keeps), then the
     /// smallest id.
     fn top(&self) -> Option<usize> {
-        let key = |c: &Candidate| (std::cmp::Reverse(c.split.gain as f32), c.order);
-        (0..self.queue.len()).min_by(|&a, &b| {
-            let (ga, oa) = key(&self.queue[a]);
-            let (gb, ob) = key(&self.queue[b]);
-            ga.partial_cmp(&gb)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(oa.cmp(&ob))
-        })
+        (0..self.queue.len()).min_by(|&a, &b| expand_order(&self.queue[a], &self.queue[b]))
     }
 
     /// Whether a split of a node at `depth`, made now, would have its children evaluated.
     fn children_grow(&self, depth: u32, p: &Params) -> bool {
-        (p.max_depth == 0 || (depth as usize) + 1 < p.max_depth)
-            && (p.max_leaves == 0 || self.leaves + 1 < p.max_leaves)
+        children_within_depth(depth, p) && (p.max_leaves == 0 || self.leaves + 1 < p.max_leaves)
     }
+}
+
+/// XGBoost's expansion order (its `LossGuide` comparator): the larger gain as the `f32` it
+/// keeps first, then the smaller node id.
+fn expand_order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    (b.split.gain as f32)
+        .partial_cmp(&(a.split.gain as f32))
+        .unwrap_or(std::cmp::Ordering::Equal)
+        .then(a.order.cmp(&b.order))
+}
+
+/// Whether the children of a node at `depth` are within `max_depth` (0: no limit).
+fn children_within_depth(depth: u32, p: &Params) -> bool {
+    p.max_depth == 0 || (depth as usize) + 1 < p.max_depth
 }
 
 /// Loss-guided (XGBoost's `lossguide`, LightGBM's leaf-wise growth): the leaf whose best split
@@ -583,28 +578,18 @@ fn grow_lossguide(
                 .filter(|&i| {
                     let q = &g.queue[i];
                     matches!(q.state, CandidateState::Waiting(_))
-                        && (p.max_depth == 0 || (q.depth as usize) + 1 < p.max_depth)
+                        && children_within_depth(q.depth, p)
                 })
                 .collect();
-            order.sort_by(|&a, &b| {
-                let (qa, qb) = (&g.queue[a], &g.queue[b]);
-                (qb.split.gain as f32)
-                    .partial_cmp(&(qa.split.gain as f32))
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then(qa.order.cmp(&qb.order))
-            });
+            order.sort_by(|&a, &b| expand_order(&g.queue[a], &g.queue[b]));
             order.truncate(room);
             for i in order {
-                let s = g.queue[i].split;
-                let node = g.queue[i].node;
-                let l = g.tree.push_leaf(s.left, p, split);
-                let r = g.tree.push_leaf(s.right, p, split);
+                let (s, node) = (g.queue[i].split, g.queue[i].node);
+                let (l, r, left_built) =
+                    ask_children(&mut g.tree, &mut plan.classes[c], node, &s, p, split);
                 // The node stays a leaf until it is expanded; its children exist for the
                 // shards, which route its rows into them from now on.
                 g.tree.kids[node as usize] = (l as i32, r as i32);
-                plan.classes[c].splits.push(rule(node, &s, l, r));
-                let left_built = s.left.h <= s.right.h;
-                plan.classes[c].build.push(if left_built { l } else { r });
                 pending[c].push((i, left_built));
             }
         }
@@ -622,14 +607,8 @@ fn grow_lossguide(
                 ) else {
                     unreachable!("only waiting candidates are applied");
                 };
-                let other = NodeHist::Own(parent.minus(hist.slot(slot)));
-                let built = NodeHist::Slot(hist.clone(), slot);
+                let (lh, rh) = children_hists(parent, &hist, slot, left_built);
                 slot += 1;
-                let (lh, rh) = if left_built {
-                    (built, other)
-                } else {
-                    (other, built)
-                };
                 cand.state = CandidateState::Applied(rule.left, rule.right, lh, rh);
             }
         }
@@ -641,6 +620,42 @@ fn grow_lossguide(
         applied,
         final_rules,
     })
+}
+
+/// Adds the two leaves split `s` of `node` makes, asks the shards (through `plan`) to apply it
+/// and to build the child with less hessian (the other is the parent minus it): the leaves,
+/// and whether the left one is built.
+fn ask_children(
+    tree: &mut GrownTree,
+    plan: &mut ClassPlan,
+    node: u32,
+    s: &hist::Split,
+    p: &Params,
+    split: &SplitParams,
+) -> (u32, u32, bool) {
+    let l = tree.push_leaf(s.left, p, split);
+    let r = tree.push_leaf(s.right, p, split);
+    plan.splits.push(rule(node, s, l, r));
+    let left_built = s.left.h <= s.right.h;
+    plan.build.push(if left_built { l } else { r });
+    (l, r, left_built)
+}
+
+/// The children's histograms once a step has built one of them (at `slot` of `hist`): that
+/// one as a slot, the other as `parent` minus it; `(left, right)`.
+fn children_hists(
+    parent: NodeHist,
+    hist: &Arc<Hist>,
+    slot: usize,
+    left_built: bool,
+) -> (NodeHist, NodeHist) {
+    let other = NodeHist::Own(parent.minus(hist.slot(slot)));
+    let built = NodeHist::Slot(hist.clone(), slot);
+    if left_built {
+        (built, other)
+    } else {
+        (other, built)
+    }
 }
 
 /// The rule that applies split `s` of `node` into children `l` and `r`.
