@@ -1,8 +1,8 @@
 //! Sharded data connectors.
 //!
 //! A [`DataConnector`] names where training data lives — CSV files, Parquet files, a
-//! PostgreSQL query or a small in-memory [`Table`] — without holding the data. It is plain data (serde), so the
-//! driver sends it to every worker task, and each worker calls
+//! PostgreSQL query or a small in-memory [`Table`] — without holding the data. It is plain data
+//! (serde), so the driver sends it to every worker task, and each worker calls
 //! [`DataConnector::load_shard`] with its own `rank` of `world` to read only its part on its own
 //! node: no row passes through the driver.
 //!

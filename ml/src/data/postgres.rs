@@ -59,14 +59,25 @@ pub(super) fn check_url(url: &str) -> Result<(), MlError> {
 pub(super) fn columns(url: &str, query: &str) -> Result<Vec<String>, MlError> {
     off_runtime(|| {
         let mut client = connect(url)?;
-        let sql = format!("SELECT * FROM ({}) AS {ALIAS}", trim_query(query));
-        let statement = client.prepare(&sql).map_err(|e| db_err(url, e))?;
-        Ok(statement
-            .columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect())
+        Ok(describe(&mut client, url, trim_query(query))?.1)
     })
+}
+
+/// The server's description of `query` (not run): its statement and column names.
+fn describe(
+    client: &mut Client,
+    url: &str,
+    query: &str,
+) -> Result<(postgres::Statement, Vec<String>), MlError> {
+    let statement = client
+        .prepare(&format!("SELECT * FROM ({query}) AS {ALIAS}"))
+        .map_err(|e| db_err(url, e))?;
+    let names = statement
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    Ok((statement, names))
 }
 
 /// Reads shard `rank` of `world` of the query's rows.
@@ -90,14 +101,7 @@ pub(super) fn load_shard(
             )
             .map_err(|e| db_err(url, e))?;
         let query = trim_query(query);
-        let described = client
-            .prepare(&format!("SELECT * FROM ({query}) AS {ALIAS}"))
-            .map_err(|e| db_err(url, e))?;
-        let names: Vec<String> = described
-            .columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect();
+        let (described, names) = describe(&mut client, url, query)?;
         let (features, label) = column_indices(&names, input_cols, label_col)?;
         let asked: Vec<usize> = features.iter().copied().chain(label).collect();
         let mut select = Vec::with_capacity(asked.len());

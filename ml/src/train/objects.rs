@@ -27,6 +27,13 @@ impl RawShard {
     pub(super) fn columns(&self) -> Vec<Vec<f32>> {
         self.columns.iter().map(|c| f32s(c)).collect()
     }
+
+    /// Column `j`'s values, decoded as they are read (no copy of the column).
+    pub(super) fn column_values(&self, j: usize) -> impl Iterator<Item = f32> + '_ {
+        self.columns[j]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
 }
 
 /// What the driver learns of a shard before binning.

@@ -20,10 +20,8 @@ pub(super) fn ml_load(
 pub(super) fn ml_summarize(raw: RawShard, objective: Objective) -> Result<ShardSummary, MlError> {
     let labels = f32s(&raw.labels);
     check_labels(&labels, objective)?;
-    let columns = raw.columns();
-    let missing: Vec<u64> = columns
-        .iter()
-        .map(|c| c.iter().filter(|x| x.is_nan()).count() as u64)
+    let missing: Vec<u64> = (0..raw.columns.len())
+        .map(|j| raw.column_values(j).filter(|x| x.is_nan()).count() as u64)
         .collect();
     Ok(ShardSummary {
         present: missing.iter().map(|m| raw.n_rows - m).collect(),
@@ -55,8 +53,8 @@ pub(super) fn ml_sketch_next(raw: RawShard, mut sketches: Vec<Sketch>) -> Vec<Sk
 }
 
 fn push_rows(raw: &RawShard, sketches: &mut [Sketch]) {
-    for (column, sketch) in raw.columns().iter().zip(sketches) {
-        for &x in column.iter().filter(|x| !x.is_nan()) {
+    for (j, sketch) in sketches.iter_mut().enumerate() {
+        for x in raw.column_values(j).filter(|x| !x.is_nan()) {
             sketch.push(x);
         }
     }
