@@ -244,84 +244,95 @@ pub(super) fn margins_from(
     }
 }
 
-/// The shard's margins and gradients for `ctx.round`, in its scratch file (`3 * rows *
-/// classes` words: margins, then gradients): continued from the previous round's file when it
-/// is there, rebuilt from `forest` otherwise. Without scratch space, in memory.
-pub(super) fn margins_scratch(
-    shard: &ShardData,
-    forest: &[u8],
-    end: Option<&RoundEnd>,
-    rank: u32,
-    ctx: &RoundCtx,
-) -> Result<MarginsFile, MlError> {
-    let mut file = open_margins(shard, rank, ctx);
-    advance_margins(&mut file, shard, forest, end, rank, ctx)?;
-    Ok(file)
-}
-
-/// The shard's margins file (memory where there is no scratch space), as it is.
-pub(super) fn open_margins(shard: &ShardData, rank: u32, ctx: &RoundCtx) -> MarginsFile {
-    let len = shard.n_rows as usize * ctx.objective.groups();
-    match scratch::Scratch::open(ctx.fit, rank, scratch::MARGINS, 3 * len) {
-        Ok(f) => MarginsFile::Mapped(f),
-        Err(_) => MarginsFile::Memory(vec![0; 3 * len], None),
-    }
-}
-
-/// Brings `file` to `ctx.round`: adds the round `end` finished when the file holds the round
-/// before, rebuilds from `forest` otherwise; then the round's gradients.
+/// Brings `margins` (`3 * rows * classes` words: margins, then gradients) to `ctx.round`:
+/// adds the round `end` finished when they hold the round before (its rows' groups read from
+/// `part` when they are still there), rebuilds them from `forest` otherwise; then the round's
+/// gradients.
 pub(super) fn advance_margins(
-    file: &mut MarginsFile,
+    margins: &mut Words,
+    part: &mut Words,
     shard: &ShardData,
     forest: &[u8],
     end: Option<&RoundEnd>,
-    rank: u32,
     ctx: &RoundCtx,
 ) -> Result<(), MlError> {
     let len = shard.n_rows as usize * ctx.objective.groups();
-    if file.stamp() == Some((ctx.round, 0)) {
+    margins.sized(3 * len);
+    if margins.stamp() == Some((ctx.round, 0)) {
         return Ok(());
     }
     let previous = ctx.round.checked_sub(1).map(|r| (r, 0));
-    let continues = previous.is_some() && file.stamp() == previous && end.is_some();
-    file.set_stamp(None);
-    let (margins, grads) = file.split(len);
+    let continues = previous.is_some() && margins.stamp() == previous && end.is_some();
+    margins.set_stamp(None);
+    let (m, grads) = margins.split(len);
     match end {
-        Some(end) if continues => add_round(shard, margins, end, rank, ctx.leaves()),
-        _ => margins_from(shard, &unpack_forest(forest)?, ctx, margins),
+        Some(end) if continues => add_round(shard, m, end, part, ctx.leaves()),
+        _ => margins_from(shard, &unpack_forest(forest)?, ctx, m),
     }
-    gradients_into(shard, margins, grads, ctx);
-    file.set_stamp(Some((ctx.round, 0)));
+    gradients_into(shard, m, grads, ctx);
+    margins.set_stamp(Some((ctx.round, 0)));
     Ok(())
 }
 
-/// A shard's margins and gradients: mapped scratch, or memory where there is none (stamped
-/// like the file, for the rounds of one task).
-pub(super) enum MarginsFile {
+/// A shard's state between the steps of a fit (its margins and gradients, or its rows' groups):
+/// a mapped scratch file on the node, which any worker process there continues, or memory (an
+/// actor's, kept between its calls, or a task's own where there is no scratch space). Stamped
+/// with the round and level its contents are after; `None` while they change.
+pub(super) enum Words {
     Mapped(scratch::Scratch),
     Memory(Vec<u32>, Option<(u32, u32)>),
 }
 
-impl MarginsFile {
+impl Words {
+    /// The shard's scratch file `kind` of `len` words; memory where there is no scratch space.
+    pub(super) fn scratch(fit: u64, rank: u32, kind: &str, len: usize) -> Words {
+        match scratch::Scratch::open(fit, rank, kind, len) {
+            Ok(f) => Words::Mapped(f),
+            Err(_) => Words::Memory(vec![0; len], None),
+        }
+    }
+
+    /// Memory, holding nothing yet.
+    pub(super) fn memory() -> Words {
+        Words::Memory(Vec::new(), None)
+    }
+
+    /// Memory of another size than `len` is made again, empty (a file has its fit's size).
+    pub(super) fn sized(&mut self, len: usize) {
+        if let Words::Memory(v, stamp) = self {
+            if v.len() != len {
+                *v = vec![0; len];
+                *stamp = None;
+            }
+        }
+    }
+
     pub(super) fn stamp(&self) -> Option<(u32, u32)> {
         match self {
-            MarginsFile::Mapped(f) => f.stamp(),
-            MarginsFile::Memory(_, at) => *at,
+            Words::Mapped(f) => f.stamp(),
+            Words::Memory(_, at) => *at,
         }
     }
 
     pub(super) fn set_stamp(&mut self, at: Option<(u32, u32)>) {
         match self {
-            MarginsFile::Mapped(f) => f.set_stamp(at),
-            MarginsFile::Memory(_, stamp) => *stamp = at,
+            Words::Mapped(f) => f.set_stamp(at),
+            Words::Memory(_, stamp) => *stamp = at,
+        }
+    }
+
+    pub(super) fn as_mut_slice(&mut self) -> &mut [u32] {
+        match self {
+            Words::Mapped(f) => f.as_mut_slice(),
+            Words::Memory(v, _) => v,
         }
     }
 
     /// Margins (`len` of them) and gradients (`2 * len`).
     pub(super) fn split(&mut self, len: usize) -> (&mut [f32], &mut [i32]) {
         match self {
-            MarginsFile::Mapped(f) => f.f32s_and_i32s(len),
-            MarginsFile::Memory(v, _) => {
+            Words::Mapped(f) => f.f32s_and_i32s(len),
+            Words::Memory(v, _) => {
                 let (a, b) = v.split_at_mut(len);
                 // SAFETY: f32 and i32 have the size and alignment of u32, and every bit
                 // pattern is a valid value of each.
@@ -436,20 +447,20 @@ pub(super) fn add_round(
     shard: &ShardData,
     margins: &mut [f32],
     end: &RoundEnd,
-    rank: u32,
+    part: &mut Words,
     leaves: usize,
 ) {
     let k = end.classes.len();
     let nf = shard.n_features as usize;
     let n = shard.n_rows as usize;
     let per = partition::words(n, leaves);
-    let mut file = scratch::Scratch::open(end.fit, rank, scratch::PARTITION, per * k).ok();
     // Each row's node: scattered from the groups (a small array, so the scatter stays in
     // cache), then every row is walked in order, reading the bins and margins sequentially.
     let mut positions = vec![0u32; n * k];
-    match &mut file {
-        Some(f) if f.stamp() == Some((end.round, end.depth)) => {
-            for (c, block) in f.as_mut_slice().chunks_exact_mut(per).enumerate() {
+    part.sized(per * k);
+    match part.stamp() {
+        Some(at) if at == (end.round, end.depth) => {
+            for (c, block) in part.as_mut_slice().chunks_exact_mut(per).enumerate() {
                 let p = Partition::open(block, n);
                 for g in &p.groups {
                     for &i in p.rows(g) {
@@ -601,60 +612,88 @@ pub(super) fn ml_level(
     rank: u32,
     layout: BinLayout,
 ) -> Result<HistMsg, MlError> {
-    let len = shard.n_rows as usize * plan.classes.len();
-    // The root level brings them up to this round; the other levels find them in scratch
-    // (rebuilt from the forest if this runs elsewhere).
-    let mut margins = margins_scratch(&shard, &forest, plan.end.as_ref(), rank, &plan.ctx)?;
+    let (mut margins, mut part) = scratch_words(&shard, rank, &plan.ctx);
+    level_step(
+        &shard,
+        &mut margins,
+        &mut part,
+        &forest,
+        &plan,
+        rank,
+        &layout,
+    )
+}
+
+/// The shard's margins and rows' groups in its scratch files on this node.
+fn scratch_words(shard: &ShardData, rank: u32, ctx: &RoundCtx) -> (Words, Words) {
+    let n = shard.n_rows as usize;
+    let k = ctx.objective.groups();
+    let fit = ctx.fit;
+    (
+        Words::scratch(fit, rank, scratch::MARGINS, 3 * n * k),
+        Words::scratch(
+            fit,
+            rank,
+            scratch::PARTITION,
+            partition::words(n, ctx.leaves()) * k,
+        ),
+    )
+}
+
+/// One level of `plan` on a shard whose state is in `margins` and `part`: the root level
+/// brings the margins up to this round, the others find them there (rebuilt from the forest
+/// when they are not); the histograms travel as a value, or are left in scratch for a driver
+/// on this node.
+pub(super) fn level_step(
+    shard: &ShardData,
+    margins: &mut Words,
+    part: &mut Words,
+    forest: &[u8],
+    plan: &LevelPlan,
+    rank: u32,
+    layout: &BinLayout,
+) -> Result<HistMsg, MlError> {
+    let len = shard.n_rows as usize * plan.ctx.objective.groups();
+    advance_margins(margins, part, shard, forest, plan.end.as_ref(), &plan.ctx)?;
     let (_, grads) = margins.split(len);
-    let hist = level_on(&shard, grads, &plan, &layout, rank);
+    let hist = level_on(shard, grads, plan, layout, part);
     let shared = plan.hist_scratch && scratch::driver_here(plan.ctx.fit);
     Ok(shared
-        .then(|| HistMsg::to_scratch(&hist, &plan, rank))
+        .then(|| HistMsg::to_scratch(&hist, plan, rank))
         .flatten()
         .unwrap_or_else(|| HistMsg::from_hist(&hist)))
 }
 
-/// Runs `plan`'s level on the shard's row groups: kept in its scratch file between levels, or
-/// made again from the plan's earlier splits.
+/// Runs `plan`'s level on the shard's row groups: kept in `part` between levels, or made
+/// again from the plan's earlier splits.
 pub(super) fn level_on(
     shard: &ShardData,
     grads: &[i32],
     plan: &LevelPlan,
     layout: &BinLayout,
-    rank: u32,
+    part: &mut Words,
 ) -> Hist {
     let k = plan.classes.len();
     let n = shard.n_rows as usize;
     let before = plan.depth.checked_sub(1).map(|d| (plan.ctx.round, d));
     let per = partition::words(n, plan.ctx.leaves());
-    // The rows' groups as the previous level left them: from scratch, or made again.
-    let prepare = |words: &mut [u32], valid: bool| {
-        if before.is_none() {
-            for block in words.chunks_exact_mut(per) {
-                let mut p = Partition::open(block, n);
-                p.reset();
-                p.store();
-            }
-        } else if !valid {
-            partition_from(shard, &plan.applied, words);
+    part.sized(per * k);
+    let valid = before.is_some() && part.stamp() == before;
+    part.set_stamp(None);
+    let words = part.as_mut_slice();
+    // The rows' groups as the previous level left them, or made again.
+    if before.is_none() {
+        for block in words.chunks_exact_mut(per) {
+            let mut p = Partition::open(block, n);
+            p.reset();
+            p.store();
         }
-    };
-    match scratch::Scratch::open(plan.ctx.fit, rank, scratch::PARTITION, per * k) {
-        Ok(mut file) => {
-            let valid = before.is_some() && file.stamp() == before;
-            file.set_stamp(None);
-            prepare(file.as_mut_slice(), valid);
-            let hist = level(shard, grads, file.as_mut_slice(), plan, layout);
-            file.set_stamp(Some((plan.ctx.round, plan.depth)));
-            hist
-        }
-        Err(_) => {
-            // No scratch space: groups from the splits, kept in memory for this task only.
-            let mut words = vec![0u32; per * k];
-            prepare(&mut words, false);
-            level(shard, grads, &mut words, plan, layout)
-        }
+    } else if !valid {
+        partition_from(shard, &plan.applied, words);
     }
+    let hist = level(shard, grads, words, plan, layout);
+    part.set_stamp(Some((plan.ctx.round, plan.depth)));
+    hist
 }
 
 /// Rounds grown inside one task, next to a fit's only shard: no task hop per level.
@@ -677,17 +716,29 @@ pub(super) fn ml_rounds(
     cuts: Cuts,
     plan: RoundsPlan,
 ) -> Result<Vec<Grown>, MlError> {
+    let (mut margins, mut part) = scratch_words(&shard, 0, &plan.first);
+    rounds_step(&shard, &mut margins, &mut part, &forest, &cuts, plan)
+}
+
+/// `plan`'s rounds on a shard whose state is in `margins` and `part`.
+pub(super) fn rounds_step(
+    shard: &ShardData,
+    margins: &mut Words,
+    part: &mut Words,
+    forest: &Bytes,
+    cuts: &Cuts,
+    plan: RoundsPlan,
+) -> Result<Vec<Grown>, MlError> {
     let k = plan.first.objective.groups();
     let len = shard.n_rows as usize * k;
-    let layout = BinLayout::of(&cuts);
+    let layout = BinLayout::of(cuts);
     let spec = TreeSpec {
-        cuts: &cuts,
+        cuts,
         split: &plan.split,
         p: &plan.params,
         k,
         threads: plan.threads,
     };
-    let mut file = open_margins(&shard, 0, &plan.first);
     let mut end = plan.end;
     let mut grown: Vec<Grown> = Vec::with_capacity(plan.count as usize);
     for i in 0..plan.count {
@@ -697,8 +748,8 @@ pub(super) fn ml_rounds(
         };
         // The margins continue from this task's last round unless the scratch file changed
         // under it; then they are rebuilt from the forest with this task's trees added.
-        let forest = if i > 0 && file.stamp() != Some((ctx.round - 1, 0)) {
-            let mut all = unpack_forest(&forest)?;
+        let forest = if i > 0 && margins.stamp() != Some((ctx.round - 1, 0)) {
+            let mut all = unpack_forest(forest)?;
             all.extend(
                 grown
                     .iter()
@@ -708,17 +759,75 @@ pub(super) fn ml_rounds(
         } else {
             forest.clone()
         };
-        advance_margins(&mut file, &shard, &forest, end.as_ref(), 0, &ctx)?;
-        let (_, grads) = file.split(len);
+        advance_margins(margins, part, shard, &forest, end.as_ref(), &ctx)?;
+        let (_, grads) = margins.split(len);
         let grads: &[i32] = grads;
         let allowed = allowed_features(&plan.params, cuts.n_features(), ctx.round, k);
         let g = grow_round(&spec, &ctx, None, &allowed, |lp| {
-            Ok(level_on(&shard, grads, lp, &layout, 0))
+            Ok(level_on(shard, grads, lp, &layout, part))
         })?;
         end = Some(g.end(ctx.fit, ctx.round));
         grown.push(g);
     }
     Ok(grown)
+}
+
+/// A fit's shard with its state (margins, gradients, rows' groups) in an actor's memory, kept
+/// between its calls: the other way of keeping it besides scratch files (see
+/// [`ShardStateIn`](super::ShardStateIn)).
+pub struct ShardActor {
+    shard: ShardData,
+    rank: u32,
+    margins: Words,
+    part: Words,
+}
+
+#[starling::actor]
+impl ShardActor {
+    fn new(shard: ShardData, rank: u32) -> Self {
+        ShardActor {
+            shard,
+            rank,
+            margins: Words::memory(),
+            part: Words::memory(),
+        }
+    }
+
+    /// One level: as the task `ml_level`.
+    fn level(
+        &mut self,
+        forest: Bytes,
+        plan: LevelPlan,
+        layout: BinLayout,
+    ) -> Result<HistMsg, MlError> {
+        let rank = self.rank;
+        level_step(
+            &self.shard,
+            &mut self.margins,
+            &mut self.part,
+            &forest,
+            &plan,
+            rank,
+            &layout,
+        )
+    }
+
+    /// Several rounds of a one-shard fit: as the task `ml_rounds`.
+    fn rounds(
+        &mut self,
+        forest: Bytes,
+        cuts: Cuts,
+        plan: RoundsPlan,
+    ) -> Result<Vec<Grown>, MlError> {
+        rounds_step(
+            &self.shard,
+            &mut self.margins,
+            &mut self.part,
+            &forest,
+            &cuts,
+            plan,
+        )
+    }
 }
 
 #[starling::remote]
