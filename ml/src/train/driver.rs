@@ -287,16 +287,6 @@ impl GbdtEstimator {
             })
             .collect();
         drop(raws);
-        // Each shard's state between steps: in scratch files (no actors), or in an actor's
-        // memory.
-        let actors: Vec<ShardActorHandle> = match ShardStateIn::from_env() {
-            ShardStateIn::Scratch => Vec::new(),
-            ShardStateIn::Actors => shards
-                .iter()
-                .enumerate()
-                .map(|(r, s)| place.shard_actor(r, s))
-                .collect(),
-        };
 
         // The eval set, binned on the same edges.
         let eval = match &self.eval {
@@ -410,29 +400,20 @@ impl GbdtEstimator {
                     split,
                     threads: place.threads,
                 };
-                let grown = match actors.first() {
-                    Some(a) => a.rounds(&forest_ref, &cuts_ref, plan),
-                    None => place.on(0, ml_rounds::options()).remote(
-                        &shards[0],
-                        &forest_ref,
-                        &cuts_ref,
-                        plan,
-                    ),
-                };
+                let grown = place.on(0, ml_rounds::options()).remote(
+                    &shards[0],
+                    &forest_ref,
+                    &cuts_ref,
+                    plan,
+                );
                 let grown = starling::get(&grown)?;
                 per_round = Some(started.elapsed().as_secs_f64() / count as f64);
                 grown
             } else {
                 let ctx = ctx_of(round);
                 let allowed = allowed_features(p, cols.len(), ctx.round, k);
-                let run_level = level_by_tasks(
-                    &place,
-                    &shards,
-                    &forest_ref,
-                    &layout,
-                    shares_scratch,
-                    &actors,
-                );
+                let run_level =
+                    level_by_tasks(&place, &shards, &forest_ref, &layout, shares_scratch);
                 vec![grow_round(&spec, &ctx, end.take(), &allowed, run_level)?]
             };
             for grown in batch {
@@ -621,22 +602,6 @@ impl Placement {
             cpus: scaling.num_cpu_per_worker as f64,
             threads: scaling.num_cpu_per_worker as u32,
         })
-    }
-
-    /// Shard `r`'s actor, on its node (soft): it holds no CPU (its calls run as the fit's
-    /// tasks would, beside them), and is started again, its calls retried, if its process dies.
-    pub(super) fn shard_actor(&self, r: usize, shard: &ObjectRef<ShardData>) -> ShardActorHandle {
-        let o = ShardActor::options().max_restarts(3).max_task_retries(3);
-        let o = match self.nodes.get(r % self.nodes.len().max(1)) {
-            Some(&node) if self.nodes.len() > 1 => {
-                o.scheduling_strategy(starling::SchedulingStrategy::NodeAffinity {
-                    node,
-                    soft: true,
-                })
-            }
-            _ => o,
-        };
-        o.remote(shard, r as u32)
     }
 
     /// `options`, pinned to shard `r`'s node.

@@ -185,7 +185,6 @@ pub(super) fn level_by_tasks<'a>(
     forest: &'a ObjectRef<Bytes>,
     layout: &'a BinLayout,
     shares_scratch: bool,
-    actors: &'a [ShardActorHandle],
 ) -> impl FnMut(&LevelPlan) -> Result<Hist, MlError> + 'a {
     // The previous level's messages, mostly mapped store files: dropped once this level's
     // tasks are out, as unmapping them takes a while and nothing waits for it then.
@@ -200,15 +199,14 @@ pub(super) fn level_by_tasks<'a>(
             let outs: Vec<ObjectRef<HistMsg>> = shards
                 .iter()
                 .enumerate()
-                .map(|(r, s)| match actors.get(r) {
-                    Some(a) => a.level(forest, plan.clone(), layout.clone()),
-                    None => place.on(r, ml_level::options()).remote(
+                .map(|(r, s)| {
+                    place.on(r, ml_level::options()).remote(
                         s,
                         forest,
                         plan.clone(),
                         r as u32,
                         layout.clone(),
-                    ),
+                    )
                 })
                 .collect();
             spent.clear();

@@ -49,26 +49,6 @@ pub use driver::{FitReport, GbdtEstimator, XGBEstimator, MIN_ROWS_PER_WORKER};
 pub use grow::{Grown, GrownTree};
 pub use objects::*;
 
-/// Where a fit keeps each shard's state (margins, gradients, rows' groups) between its steps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShardStateIn {
-    /// Mapped scratch files on the shard's node, continued by whichever worker runs its next
-    /// task.
-    Scratch,
-    /// The memory of an actor per shard, which runs the shard's steps.
-    Actors,
-}
-
-impl ShardStateIn {
-    /// `STARLING_ML_SHARD_STATE=actors` or `scratch` (the default).
-    pub(super) fn from_env() -> Self {
-        match std::env::var("STARLING_ML_SHARD_STATE").as_deref() {
-            Ok("actors") => ShardStateIn::Actors,
-            _ => ShardStateIn::Scratch,
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Flat arrays as bytes (little-endian), so large per-row arrays travel and are stored as one
 // block and are read in place.

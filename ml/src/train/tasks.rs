@@ -275,9 +275,9 @@ pub(super) fn advance_margins(
 }
 
 /// A shard's state between the steps of a fit (its margins and gradients, or its rows' groups):
-/// a mapped scratch file on the node, which any worker process there continues, or memory (an
-/// actor's, kept between its calls, or a task's own where there is no scratch space). Stamped
-/// with the round and level its contents are after; `None` while they change.
+/// a mapped scratch file on the node, which any worker process there continues, or a task's
+/// own memory where there is no scratch space. Stamped with the round and level its contents
+/// are after; `None` while they change.
 pub(super) enum Words {
     Mapped(scratch::Scratch),
     Memory(Vec<u32>, Option<(u32, u32)>),
@@ -290,11 +290,6 @@ impl Words {
             Ok(f) => Words::Mapped(f),
             Err(_) => Words::Memory(vec![0; len], None),
         }
-    }
-
-    /// Memory, holding nothing yet.
-    pub(super) fn memory() -> Words {
-        Words::Memory(Vec::new(), None)
     }
 
     /// Memory of another size than `len` is made again, empty (a file has its fit's size).
@@ -770,64 +765,6 @@ pub(super) fn rounds_step(
         grown.push(g);
     }
     Ok(grown)
-}
-
-/// A fit's shard with its state (margins, gradients, rows' groups) in an actor's memory, kept
-/// between its calls: the other way of keeping it besides scratch files (see
-/// [`ShardStateIn`](super::ShardStateIn)).
-pub struct ShardActor {
-    shard: ShardData,
-    rank: u32,
-    margins: Words,
-    part: Words,
-}
-
-#[starling::actor]
-impl ShardActor {
-    fn new(shard: ShardData, rank: u32) -> Self {
-        ShardActor {
-            shard,
-            rank,
-            margins: Words::memory(),
-            part: Words::memory(),
-        }
-    }
-
-    /// One level: as the task `ml_level`.
-    fn level(
-        &mut self,
-        forest: Bytes,
-        plan: LevelPlan,
-        layout: BinLayout,
-    ) -> Result<HistMsg, MlError> {
-        let rank = self.rank;
-        level_step(
-            &self.shard,
-            &mut self.margins,
-            &mut self.part,
-            &forest,
-            &plan,
-            rank,
-            &layout,
-        )
-    }
-
-    /// Several rounds of a one-shard fit: as the task `ml_rounds`.
-    fn rounds(
-        &mut self,
-        forest: Bytes,
-        cuts: Cuts,
-        plan: RoundsPlan,
-    ) -> Result<Vec<Grown>, MlError> {
-        rounds_step(
-            &self.shard,
-            &mut self.margins,
-            &mut self.part,
-            &forest,
-            &cuts,
-            plan,
-        )
-    }
 }
 
 #[starling::remote]
