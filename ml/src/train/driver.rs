@@ -156,10 +156,10 @@ impl GbdtEstimator {
         let objective = p.objective;
         let k = objective.groups();
         let world = self.scaling.num_workers;
-        let place = Placement::new(self.scaling)?;
+        let mut place = Placement::new(self.scaling)?;
 
         // Read and summarize the shards, each on its node.
-        let load = |world: usize| -> Vec<ObjectRef<RawShard>> {
+        let load = |place: &Placement, world: usize| -> Vec<ObjectRef<RawShard>> {
             (0..world)
                 .map(|r| {
                     place.on(r, ml_load::options()).remote(
@@ -172,14 +172,15 @@ impl GbdtEstimator {
                 })
                 .collect()
         };
-        let summarize = |raws: &[ObjectRef<RawShard>]| -> Vec<ObjectRef<ShardSummary>> {
-            raws.iter()
-                .enumerate()
-                .map(|(r, raw)| place.on(r, ml_summarize::options()).remote(raw, objective))
-                .collect()
-        };
-        let mut raws = load(world);
-        let summaries = starling::get_all(&summarize(&raws))?;
+        let summarize =
+            |place: &Placement, raws: &[ObjectRef<RawShard>]| -> Vec<ObjectRef<ShardSummary>> {
+                raws.iter()
+                    .enumerate()
+                    .map(|(r, raw)| place.on(r, ml_summarize::options()).remote(raw, objective))
+                    .collect()
+            };
+        let mut raws = load(&place, world);
+        let summaries = starling::get_all(&summarize(&place, &raws))?;
         let rows: u64 = summaries.iter().map(|s| s.rows).sum();
         let cuts = match &self.cuts {
             Some(c) if c.n_features() != cols.len() => {
@@ -264,12 +265,14 @@ impl GbdtEstimator {
         if let Some(note) = &workers_note {
             eprintln!("starling-ml: {note}");
         }
+        // The CPUs asked for the workers left out go to the shards' tasks (more threads each).
+        place.widen(asked, world);
         if world < raws.len() {
-            raws = load(world);
+            raws = load(&place, world);
             shard_rows = if world == 1 {
                 vec![rows]
             } else {
-                starling::get_all(&summarize(&raws))?
+                starling::get_all(&summarize(&place, &raws))?
                     .iter()
                     .map(|s| s.rows)
                     .collect()
@@ -585,6 +588,8 @@ pub(super) fn feature_sample(p: &Params, n: usize, round: usize, class: usize) -
 /// worker.
 pub(super) struct Placement {
     pub(super) nodes: Vec<starling::NodeId>,
+    /// Each node's CPUs, in `nodes`' order.
+    pub(super) node_cpus: Vec<f64>,
     pub(super) cpus: f64,
     pub(super) threads: u32,
 }
@@ -594,14 +599,35 @@ impl Placement {
         let mut nodes: Vec<_> = starling::nodes()?
             .into_iter()
             .filter(|n| n.alive)
-            .map(|n| n.id)
+            .map(|n| (n.id, n.resources.get("CPU")))
             .collect();
-        nodes.sort();
+        nodes.sort_by_key(|n| n.0);
+        let (nodes, node_cpus) = nodes.into_iter().unzip();
         Ok(Placement {
             nodes,
+            node_cpus,
             cpus: scaling.num_cpu_per_worker as f64,
             threads: scaling.num_cpu_per_worker as u32,
         })
+    }
+
+    /// A fit asked for `asked` workers and uses `used` shards: each shard's tasks get the CPUs
+    /// (and threads) of the workers left out too, as far as the smallest node a shard runs on
+    /// holds them. The work is the same whatever the threads (sums of integers), so the trees
+    /// are too.
+    pub(super) fn widen(&mut self, asked: usize, used: usize) {
+        if used == 0 || used >= asked {
+            return;
+        }
+        let share = self.threads as usize * asked / used;
+        let fits = (0..used)
+            .filter_map(|r| self.node_cpus.get(r % self.node_cpus.len().max(1)))
+            .fold(f64::INFINITY, |a, &b| a.min(b));
+        let threads = (share as f64).min(fits).floor() as u32;
+        if threads > self.threads {
+            self.threads = threads;
+            self.cpus = f64::from(threads);
+        }
     }
 
     /// `options`, pinned to shard `r`'s node.

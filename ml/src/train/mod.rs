@@ -144,6 +144,29 @@ mod tests {
     }
 
     #[test]
+    fn shards_left_out_give_their_cpus_to_the_others_as_far_as_a_node_holds_them() {
+        let place = |node_cpus: Vec<f64>| Placement {
+            nodes: (1..=node_cpus.len() as u64).map(starling::NodeId).collect(),
+            node_cpus,
+            cpus: 1.0,
+            threads: 1,
+        };
+        let widened = |mut p: Placement, asked, used| {
+            p.widen(asked, used);
+            (p.threads, p.cpus)
+        };
+        assert_eq!(widened(place(vec![2.0]), 2, 1), (2, 2.0));
+        assert_eq!(widened(place(vec![8.0]), 4, 1), (4, 4.0));
+        assert_eq!(widened(place(vec![8.0, 8.0]), 8, 2), (4, 4.0));
+        // A node of one CPU could never run a task asking for two.
+        assert_eq!(widened(place(vec![1.0, 1.0]), 2, 1), (1, 1.0));
+        assert_eq!(widened(place(vec![8.0, 2.0]), 8, 2), (2, 2.0));
+        // Whole threads only; all workers used: as asked.
+        assert_eq!(widened(place(vec![8.0]), 3, 2), (1, 1.0));
+        assert_eq!(widened(place(vec![8.0]), 2, 2), (1, 1.0));
+    }
+
+    #[test]
     fn one_class_gradients_match_the_row_by_row_ones() {
         let n = 2500;
         let margins: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
