@@ -38,7 +38,7 @@ use tokio::task::JoinHandle;
 
 use super::binary::BinaryCache;
 use super::error::AgentError;
-use super::logs::{pump, AgentLog, Tee, Writing};
+use super::logs::{spawn_pump, AgentLog, Tee, Writing};
 use super::{env, AgentConfig};
 
 /// Replacements allowed per job within [`RESTART_WINDOW`].
@@ -560,11 +560,9 @@ async fn spawn_worker(
     let pid = child.id().unwrap_or(0);
     let log_path = config.log_dir.join(super::logs::worker_log_name(job, pid));
     config.writing.started(job, pid);
-    let file = starling_proto::dirs::append_file(&log_path)
-        .ok()
-        .map(tokio::fs::File::from_std);
+    let file = starling_proto::dirs::append_file(&log_path).ok();
     let pumping = match (child.stdout.take(), child.stderr.take()) {
-        (Some(out), Some(err)) => Some(tokio::spawn(pump(out, err, file, tee))),
+        (Some(out), Some(err)) => spawn_pump(out, err, file, tee).ok(),
         _ => None,
     };
     let (kill, killed) = oneshot::channel();
