@@ -254,105 +254,223 @@ impl Tee {
 }
 
 /// Copies `stdout` and `stderr` of one process into `file` (and `tee`), tagged, until both end
-/// (the process exited and nobody else holds the pipes). With no file the output is drained and
-/// dropped. Blocking: it runs on a thread of its own (see [`spawn_pump`]).
+/// (the process exited and nobody else holds the pipes); the receiver resolves then. With no
+/// file the output is drained and dropped.
 ///
-/// A worker writes a marker on both pipes around every task, so a reader woken by every write
-/// would be woken up to four times per task, on the cores the tasks and the head need (on a
-/// two-core local cluster that cost a quarter of the no-op task throughput). So after a read of
-/// little (under [`BATCH_BELOW`] bytes) the pump waits [`BATCH_WAIT`] before it looks again,
-/// letting markers and short lines pile up in the pipes, which wakes nobody; after a large read
-/// it looks again at once, so a task writing a lot is never held back by a full pipe. Lines
-/// reach the log at most [`BATCH_WAIT`] later than they would otherwise.
+/// Every process of this agent's is read by one thread, `starling-logs` ([`Pumps`]). A worker
+/// writes a marker on both pipes around every task, so a reader woken by every write (as a
+/// tokio task per process was) is woken up to four times per task, on the cores the tasks and
+/// the head need: on a two-core local cluster that cost a fifth of the no-op task throughput.
+/// The thread instead waits for any pipe to have something, drains every pipe, and after a
+/// round that read little (under [`BATCH_BELOW`] bytes in all) waits [`BATCH_WAIT`] before it
+/// looks again, letting markers and short lines pile up in the pipes, which wakes nobody. After
+/// a larger round it looks again at once, so a task that writes a lot is never held back by a
+/// full pipe; a process that exits (its pipes hang up) ends the wait at once, as its exit is
+/// reported only after its output is read. Lines reach the log at most [`BATCH_WAIT`] later.
 pub(crate) fn pump(
     stdout: std::os::fd::OwnedFd,
     stderr: std::os::fd::OwnedFd,
-    mut file: Option<std::fs::File>,
+    file: Option<std::fs::File>,
     tee: Option<Tee>,
-) {
-    use std::os::fd::AsRawFd;
-    let mut streams = [
-        (
-            std::fs::File::from(stdout),
-            LineSplitter::new(Stream::Out),
-            true,
-        ),
-        (
-            std::fs::File::from(stderr),
-            LineSplitter::new(Stream::Err),
-            true,
-        ),
-    ];
-    for (f, _, _) in &streams {
-        set_nonblocking(f.as_raw_fd());
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let pumps = Pumps::get()?;
+    let (done, ended) = tokio::sync::oneshot::channel();
+    let stream = |fd: std::os::fd::OwnedFd, which| {
+        let f = std::fs::File::from(fd);
+        set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&f));
+        Pipe {
+            file: f,
+            lines: LineSplitter::new(which),
+            open: true,
+        }
+    };
+    pumps.procs.lock().push(Pumped {
+        pipes: [stream(stdout, Stream::Out), stream(stderr, Stream::Err)],
+        file,
+        tee,
+        done: Some(done),
+    });
+    pumps.wake();
+    Ok(ended)
+}
+
+/// [`pump`] for a child's pipes.
+pub(crate) fn spawn_pump(
+    stdout: tokio::process::ChildStdout,
+    stderr: tokio::process::ChildStderr,
+    file: Option<std::fs::File>,
+    tee: Option<Tee>,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    pump(stdout.into_owned_fd()?, stderr.into_owned_fd()?, file, tee)
+}
+
+/// A round of [`Pumps`] that read less than this makes it wait [`BATCH_WAIT`].
+pub(crate) const BATCH_BELOW: usize = 4096;
+
+/// How long [`Pumps`] lets small writes pile up.
+pub(crate) const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// One stream of a pumped process.
+struct Pipe {
+    file: std::fs::File,
+    lines: LineSplitter,
+    open: bool,
+}
+
+/// A process whose output is pumped.
+struct Pumped {
+    pipes: [Pipe; 2],
+    file: Option<std::fs::File>,
+    tee: Option<Tee>,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// The processes this agent's log thread reads, and the pipe that wakes it for a new one.
+struct Pumps {
+    procs: Mutex<Vec<Pumped>>,
+    wake_rx: std::fs::File,
+    wake_tx: std::fs::File,
+}
+
+static PUMPS: std::sync::OnceLock<Arc<Pumps>> = std::sync::OnceLock::new();
+
+impl Pumps {
+    /// The set, its thread started on first use.
+    fn get() -> std::io::Result<Arc<Pumps>> {
+        if let Some(p) = PUMPS.get() {
+            return Ok(p.clone());
+        }
+        let (rx, tx) = std::io::pipe()?;
+        let (wake_rx, wake_tx) = (std::fs::File::from(std::os::fd::OwnedFd::from(rx)), {
+            std::fs::File::from(std::os::fd::OwnedFd::from(tx))
+        });
+        set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&wake_rx));
+        set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&wake_tx));
+        let fresh = Arc::new(Pumps {
+            procs: Mutex::new(Vec::new()),
+            wake_rx,
+            wake_tx,
+        });
+        // Two callers may race here: the first set wins, the other's pipe is dropped unused.
+        if PUMPS.set(fresh.clone()).is_ok() {
+            let run = fresh.clone();
+            std::thread::Builder::new()
+                .name("starling-logs".into())
+                .spawn(move || run.run())?;
+        }
+        Ok(PUMPS.get().expect("set above").clone())
     }
-    let mut buf = vec![0u8; 16 * 1024];
-    while streams.iter().any(|s| s.2) {
-        // Wait until a pipe has something (or ended).
-        let mut fds: Vec<libc::pollfd> = streams
-            .iter()
-            .filter(|s| s.2)
-            .map(|s| libc::pollfd {
-                fd: s.0.as_raw_fd(),
+
+    fn wake(&self) {
+        let _ = (&self.wake_tx).write(&[1]);
+    }
+
+    fn run(&self) {
+        use std::os::fd::AsRawFd;
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            // Wait until a pipe has something (or ended), or a process is added.
+            let mut fds = vec![libc::pollfd {
+                fd: self.wake_rx.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
-            })
-            .collect();
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs for the whole call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            break;
+            }];
+            fds.extend(self.open_fds(libc::POLLIN));
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs for the whole call.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            while matches!((&self.wake_rx).read(&mut buf), Ok(n) if n > 0) {}
+            let mut procs = self.procs.lock();
+            let mut read = 0;
+            for p in procs.iter_mut() {
+                read += p.drain(&mut buf);
+            }
+            procs.retain_mut(|p| {
+                let ended = p.pipes.iter().all(|s| !s.open);
+                if ended {
+                    if let Some(f) = p.file.as_mut() {
+                        let _ = f.flush();
+                    }
+                    if let Some(done) = p.done.take() {
+                        let _ = done.send(());
+                    }
+                }
+                !ended
+            });
+            drop(procs);
+            if read < BATCH_BELOW {
+                // No events asked for: poll still reports a hang-up (a process exited), not
+                // readable data, so the wait ends early only for an exit.
+                let mut fds = self.open_fds(0);
+                // SAFETY: as above.
+                unsafe {
+                    libc::poll(
+                        fds.as_mut_ptr(),
+                        fds.len() as libc::nfds_t,
+                        BATCH_WAIT.as_millis() as libc::c_int,
+                    )
+                };
+            }
         }
-        // Drain both: everything either holds now.
+    }
+
+    /// A pollfd asking for `events` per open pipe.
+    fn open_fds(&self, events: libc::c_short) -> Vec<libc::pollfd> {
+        use std::os::fd::AsRawFd;
+        self.procs
+            .lock()
+            .iter()
+            .flat_map(|p| p.pipes.iter())
+            .filter(|s| s.open)
+            .map(|s| libc::pollfd {
+                fd: s.file.as_raw_fd(),
+                events,
+                revents: 0,
+            })
+            .collect()
+    }
+}
+
+impl Pumped {
+    /// Reads everything both pipes hold now into the log; returns the bytes read.
+    fn drain(&mut self, buf: &mut [u8]) -> usize {
         let mut text = String::new();
-        let mut read = 0usize;
-        for (f, lines, open) in streams.iter_mut().filter(|s| s.2) {
+        let mut read = 0;
+        for s in self.pipes.iter_mut().filter(|s| s.open) {
             loop {
-                match f.read(&mut buf) {
+                match s.file.read(buf) {
                     Ok(0) => {
-                        *open = false;
-                        lines.finish(&mut text);
+                        s.open = false;
+                        s.lines.finish(&mut text);
                         break;
                     }
                     Ok(n) => {
                         read += n;
-                        lines.feed(&buf[..n], &mut text);
+                        s.lines.feed(&buf[..n], &mut text);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(_) => {
-                        *open = false;
-                        lines.finish(&mut text);
+                        s.open = false;
+                        s.lines.finish(&mut text);
                         break;
                     }
                 }
             }
         }
         if !text.is_empty() {
-            if let Some(t) = &tee {
+            if let Some(t) = &self.tee {
                 t.send(&text);
             }
-            if let Some(f) = file.as_mut() {
-                // Each batch is written at once, so the log is readable while the worker runs.
+            // Each batch is written at once, so the log is readable while the process runs.
+            if let Some(f) = self.file.as_mut() {
                 if f.write_all(text.as_bytes()).is_err() {
-                    file = None;
+                    self.file = None;
                 }
             }
         }
-        if read < BATCH_BELOW && streams.iter().any(|s| s.2) {
-            std::thread::sleep(BATCH_WAIT);
-        }
-    }
-    if let Some(mut f) = file {
-        let _ = f.flush();
+        read
     }
 }
-
-/// A read under this many bytes makes [`pump`] wait [`BATCH_WAIT`] before the next.
-pub(crate) const BATCH_BELOW: usize = 4096;
-
-/// How long [`pump`] lets small writes pile up.
-pub(crate) const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 fn set_nonblocking(fd: std::os::fd::RawFd) {
     // SAFETY: fcntl on a descriptor this function's caller owns; flags only.
@@ -362,20 +480,6 @@ fn set_nonblocking(fd: std::os::fd::RawFd) {
             libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
     }
-}
-
-/// Runs [`pump`] for a child's pipes on a thread of its own; the handle resolves when both
-/// pipes ended.
-pub(crate) fn spawn_pump(
-    stdout: tokio::process::ChildStdout,
-    stderr: tokio::process::ChildStderr,
-    file: Option<std::fs::File>,
-    tee: Option<Tee>,
-) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let (out, err) = (stdout.into_owned_fd()?, stderr.into_owned_fd()?);
-    Ok(tokio::task::spawn_blocking(move || {
-        pump(out, err, file, tee)
-    }))
 }
 
 /// The agent's own log (`log_dir/agent-N<id>.log`): worker starts and exits, restart limits,
@@ -560,8 +664,7 @@ mod tests {
         let file = std::fs::File::create(&path).unwrap();
         let (out_r, mut out_w) = std::io::pipe().unwrap();
         let (err_r, mut err_w) = std::io::pipe().unwrap();
-        let pumping =
-            std::thread::spawn(move || pump(out_r.into(), err_r.into(), Some(file), None));
+        let pumping = pump(out_r.into(), err_r.into(), Some(file), None).unwrap();
         let out = format!(
             "{}\nhi\n{}\n",
             task_marker(Some(TaskId(1))),
@@ -570,7 +673,7 @@ mod tests {
         out_w.write_all(out.as_bytes()).unwrap();
         err_w.write_all(b"warn").unwrap();
         drop((out_w, err_w));
-        pumping.join().unwrap();
+        pumping.blocking_recv().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let mut lines: Vec<&str> = text.lines().collect();
@@ -590,14 +693,13 @@ mod tests {
         let file = std::fs::File::create(&path).unwrap();
         let (out_r, mut out_w) = std::io::pipe().unwrap();
         let (err_r, err_w) = std::io::pipe().unwrap();
-        let pumping =
-            std::thread::spawn(move || pump(out_r.into(), err_r.into(), Some(file), None));
+        let pumping = pump(out_r.into(), err_r.into(), Some(file), None).unwrap();
         let line = "x".repeat(99);
         for _ in 0..20_000 {
             writeln!(out_w, "{line}").unwrap();
         }
         drop((out_w, err_w));
-        pumping.join().unwrap();
+        pumping.blocking_recv().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(text.lines().count(), 20_000);

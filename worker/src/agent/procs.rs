@@ -590,7 +590,7 @@ async fn watch(
     killed: oneshot::Receiver<()>,
     (job, pid): (JobId, u32),
     events: mpsc::UnboundedSender<ProcEvent>,
-    pumping: Option<JoinHandle<()>>,
+    pumping: Option<oneshot::Receiver<()>>,
     writing: Writing,
 ) {
     let status = tokio::select! {
