@@ -13,9 +13,9 @@
 //! - Marker lines never reach the log file; every other byte does, one tagged line per input
 //!   line (a line longer than [`MAX_LINE`] is cut into several).
 //! - Marker parsing and tagging are pure ([`parse_marker`], [`LineTagger`], [`LineSplitter`]);
-//!   only `pump` does I/O.
-//! - The pump drains both pipes to their end even when the log file cannot be written, so a
-//!   worker never blocks on a full pipe.
+//!   only the pump (`pump` and the `starling-logs` thread behind it) does I/O.
+//! - The pump drains every pipe to its end even when the log file cannot be written, so a
+//!   worker never blocks on a full pipe for longer than the pump's batching wait.
 
 use std::collections::HashSet;
 use std::fmt;
