@@ -656,26 +656,38 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn pump_writes_both_streams() {
-        let dir = std::env::temp_dir().join(format!("starling-logs-unit-{}", std::process::id()));
+    /// What the pump writes to a log file for a process whose stdout and stderr `write` fills
+    /// (the pipes end when it returns).
+    fn pumped(
+        name: &str,
+        write: impl FnOnce(&mut std::io::PipeWriter, &mut std::io::PipeWriter),
+    ) -> String {
+        let dir = std::env::temp_dir().join(format!("starling-logs-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("w.log");
         let file = std::fs::File::create(&path).unwrap();
         let (out_r, mut out_w) = std::io::pipe().unwrap();
         let (err_r, mut err_w) = std::io::pipe().unwrap();
         let pumping = pump(out_r.into(), err_r.into(), Some(file), None).unwrap();
-        let out = format!(
-            "{}\nhi\n{}\n",
-            task_marker(Some(TaskId(1))),
-            task_marker(None)
-        );
-        out_w.write_all(out.as_bytes()).unwrap();
-        err_w.write_all(b"warn").unwrap();
+        write(&mut out_w, &mut err_w);
         drop((out_w, err_w));
         pumping.blocking_recv().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+        text
+    }
+
+    #[test]
+    fn pump_writes_both_streams() {
+        let text = pumped("both", |out, err| {
+            let marked = format!(
+                "{}\nhi\n{}\n",
+                task_marker(Some(TaskId(1))),
+                task_marker(None)
+            );
+            out.write_all(marked.as_bytes()).unwrap();
+            err.write_all(b"warn").unwrap();
+        });
         let mut lines: Vec<&str> = text.lines().collect();
         lines.sort_unstable();
         assert_eq!(lines, ["[-] err|warn", "[T1] out|hi"]);
@@ -683,26 +695,45 @@ mod tests {
         log.line(format_args!("ignored"));
     }
 
-    /// A writer of more than a pipe holds is never held up for long: large reads are followed
-    /// by the next at once, and every line arrives.
+    /// Every line of a writer of far more than a pipe holds arrives.
     #[test]
     fn pump_keeps_up_with_a_large_writer() {
-        let dir = std::env::temp_dir().join(format!("starling-logs-big-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("w.log");
-        let file = std::fs::File::create(&path).unwrap();
-        let (out_r, mut out_w) = std::io::pipe().unwrap();
-        let (err_r, err_w) = std::io::pipe().unwrap();
-        let pumping = pump(out_r.into(), err_r.into(), Some(file), None).unwrap();
         let line = "x".repeat(99);
-        for _ in 0..20_000 {
-            writeln!(out_w, "{line}").unwrap();
-        }
-        drop((out_w, err_w));
-        pumping.blocking_recv().unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+        let text = pumped("big", |out, _| {
+            for _ in 0..20_000 {
+                writeln!(out, "{line}").unwrap();
+            }
+        });
         assert_eq!(text.lines().count(), 20_000);
         assert!(text.lines().all(|l| l == format!("[-] out|{line}")));
+    }
+
+    /// One thread reads many processes at once, each into its own log, tagged by its own
+    /// markers.
+    #[test]
+    fn one_pump_serves_many_processes_apart() {
+        let logs: Vec<String> = std::thread::scope(|s| {
+            let each: Vec<_> = (0..16u64)
+                .map(|p| {
+                    s.spawn(move || {
+                        pumped(&format!("many{p}"), |out, err| {
+                            for t in 0..50 {
+                                let task = TaskId(p * 1000 + t);
+                                writeln!(out, "{}", task_marker(Some(task))).unwrap();
+                                writeln!(err, "{}", task_marker(Some(task))).unwrap();
+                                writeln!(out, "line {t}").unwrap();
+                            }
+                        })
+                    })
+                })
+                .collect();
+            each.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (p, text) in logs.iter().enumerate() {
+            let want: Vec<String> = (0..50)
+                .map(|t| format!("[{}] out|line {t}", TaskId(p as u64 * 1000 + t)))
+                .collect();
+            assert_eq!(text.lines().collect::<Vec<_>>(), want, "process {p}");
+        }
     }
 }
