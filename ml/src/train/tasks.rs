@@ -257,7 +257,6 @@ pub(super) fn advance_margins(
     ctx: &RoundCtx,
 ) -> Result<(), MlError> {
     let len = shard.n_rows as usize * ctx.objective.groups();
-    margins.sized(3 * len);
     if margins.stamp() == Some((ctx.round, 0)) {
         return Ok(());
     }
@@ -289,16 +288,6 @@ impl Words {
         match scratch::Scratch::open(fit, rank, kind, len) {
             Ok(f) => Words::Mapped(f),
             Err(_) => Words::Memory(vec![0; len], None),
-        }
-    }
-
-    /// Memory of another size than `len` is made again, empty (a file has its fit's size).
-    pub(super) fn sized(&mut self, len: usize) {
-        if let Words::Memory(v, stamp) = self {
-            if v.len() != len {
-                *v = vec![0; len];
-                *stamp = None;
-            }
         }
     }
 
@@ -452,7 +441,6 @@ pub(super) fn add_round(
     // Each row's node: scattered from the groups (a small array, so the scatter stays in
     // cache), then every row is walked in order, reading the bins and margins sequentially.
     let mut positions = vec![0u32; n * k];
-    part.sized(per * k);
     match part.stamp() {
         Some(at) if at == (end.round, end.depth) => {
             for (c, block) in part.as_mut_slice().chunks_exact_mut(per).enumerate() {
@@ -676,11 +664,9 @@ pub(super) fn level_on(
     layout: &BinLayout,
     part: &mut Words,
 ) -> Hist {
-    let k = plan.classes.len();
     let n = shard.n_rows as usize;
     let before = plan.depth.checked_sub(1).map(|d| (plan.ctx.round, d));
     let per = partition::words(n, plan.ctx.leaves());
-    part.sized(per * k);
     let valid = before.is_some() && part.stamp() == before;
     part.set_stamp(None);
     let words = part.as_mut_slice();
