@@ -328,8 +328,8 @@ struct Pumped {
 /// The processes this agent's log thread reads, and the pipe that wakes it for a new one.
 struct Pumps {
     procs: Mutex<Vec<Pumped>>,
-    wake_rx: std::fs::File,
-    wake_tx: std::fs::File,
+    wake_rx: std::io::PipeReader,
+    wake_tx: std::io::PipeWriter,
 }
 
 static PUMPS: std::sync::OnceLock<Arc<Pumps>> = std::sync::OnceLock::new();
@@ -340,10 +340,7 @@ impl Pumps {
         if let Some(p) = PUMPS.get() {
             return Ok(p.clone());
         }
-        let (rx, tx) = std::io::pipe()?;
-        let (wake_rx, wake_tx) = (std::fs::File::from(std::os::fd::OwnedFd::from(rx)), {
-            std::fs::File::from(std::os::fd::OwnedFd::from(tx))
-        });
+        let (wake_rx, wake_tx) = std::io::pipe()?;
         set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&wake_rx));
         set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&wake_tx));
         let fresh = Arc::new(Pumps {
@@ -387,9 +384,6 @@ impl Pumps {
             procs.retain_mut(|p| {
                 let ended = p.pipes.iter().all(|s| !s.open);
                 if ended {
-                    if let Some(f) = p.file.as_mut() {
-                        let _ = f.flush();
-                    }
                     if let Some(done) = p.done.take() {
                         let _ = done.send(());
                     }
