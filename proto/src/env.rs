@@ -19,6 +19,9 @@ pub const TLS_KEY: &str = "STARLING_TLS_KEY";
 /// The head address a worker process serves, exactly as its agent was configured with it;
 /// a binary enters worker mode when it sees it.
 pub const WORKER_HEAD: &str = "STARLING_WORKER_HEAD";
+/// The head's session link (a Unix socket path, see `starling_proto::link`), set for worker
+/// processes on the head's own host: their session goes through it instead of gRPC.
+pub const WORKER_LINK: &str = "STARLING_WORKER_LINK";
 /// The node id, in decimal (`3`, not `N3`).
 pub const NODE_ID: &str = "STARLING_NODE_ID";
 /// The job id, in decimal.

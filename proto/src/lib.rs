@@ -17,6 +17,7 @@ pub mod hash;
 mod ids;
 pub mod jobs;
 pub mod limits;
+pub mod link;
 pub mod node;
 mod resources;
 pub mod rpc;

@@ -67,6 +67,8 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
         .block_on(head::serve(HeadConfig {
             max_live_tasks: config.max_live_tasks,
             task_events_bytes: config.task_events_bytes,
+            // Worker processes here open their sessions on the link, not gRPC.
+            link: true,
             ..HeadConfig::new(loopback(0), data.join("head"))
         }))
         .map_err(|e| Error::Startup(chain(&e)))?;
@@ -95,6 +97,7 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
     // The head lives and dies with this process: nothing to wait for once it is gone.
     ac.reconnect_timeout = std::time::Duration::ZERO;
     ac.worker_binary = Some(exe);
+    ac.worker_link = head.link_path().map(Path::to_path_buf);
     ac.object_bind = Some(loopback(0));
     ac.log_dir = data.join("logs");
     ac.spill_dir = data.join("spill");

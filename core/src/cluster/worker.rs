@@ -123,13 +123,26 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
     // The node agent passes the cluster token (and TLS trust) on in the environment.
     let creds = starling_proto::security::Credentials::from_env()
         .map_err(|e| crate::Error::Startup(format!("cluster credentials: {e}")))?;
-    let client = Client::connect(
-        &head,
-        creds,
-        kind,
-        rt.handle().clone(),
-        Duration::from_secs(30),
-    )?;
+    // On the head's host, the session goes through its link (`starling_proto::link`).
+    let link = std::env::var_os(env::WORKER_LINK);
+    std::env::remove_var(env::WORKER_LINK);
+    let client = match link {
+        Some(path) => Client::connect_link(
+            std::path::Path::new(&path),
+            &head,
+            creds,
+            kind,
+            rt.handle().clone(),
+            Duration::from_secs(30),
+        )?,
+        None => Client::connect(
+            &head,
+            creds,
+            kind,
+            rt.handle().clone(),
+            Duration::from_secs(30),
+        )?,
+    };
     client.set_own_runtime(rt);
     // Nested `remote` calls in tasks go to the same head, as this job.
     crate::runtime::set_default(Runtime::from_client(client.clone()));

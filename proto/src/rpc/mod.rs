@@ -57,6 +57,11 @@ pub fn refused_calls() -> (u64, u64) {
     )
 }
 
+/// Counts a malformed message refused outside gRPC (on the session link).
+pub fn note_malformed() {
+    MALFORMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The message of a request or reply that carries nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Empty;

@@ -19,6 +19,7 @@ mod dashboard;
 mod files;
 mod http;
 pub mod jobs;
+mod link;
 mod metrics;
 mod numbers;
 mod room;
@@ -94,6 +95,10 @@ pub struct HeadConfig {
     /// Where to serve the dashboard and `/metrics` over HTTP (TLS when `tls` is set), behind
     /// the cluster token (`None`: not served). Its address is written to `data_dir/dashboard`.
     pub dashboard: Option<SocketAddr>,
+    /// Serve the session link (`DATA_DIR/link.sock`, see `starling_proto::link`): worker
+    /// processes on this host started with its path open their sessions on it instead of
+    /// gRPC. Not served where the path is too long for a Unix socket.
+    pub link: bool,
 }
 
 /// The default dashboard port, as Ray's.
@@ -125,6 +130,7 @@ impl HeadConfig {
             max_live_tasks: DEFAULT_MAX_LIVE_TASKS,
             task_events_bytes: starling_scheduler::events::TaskEvents::DEFAULT_CAP,
             dashboard: None,
+            link: false,
         }
     }
 }
@@ -165,6 +171,7 @@ pub struct HeadHandle {
     service: HeadService,
     /// The dashboard's address and its server.
     dashboard: Option<(SocketAddr, JoinHandle<()>)>,
+    link: Option<link::LinkListener>,
 }
 
 impl std::fmt::Debug for HeadHandle {
@@ -187,6 +194,11 @@ impl HeadHandle {
     /// Where the dashboard and `/metrics` are served, if they are.
     pub fn dashboard_addr(&self) -> Option<SocketAddr> {
         self.dashboard.as_ref().map(|(a, _)| *a)
+    }
+
+    /// The session link's socket, if it is served.
+    pub fn link_path(&self) -> Option<&std::path::Path> {
+        self.link.as_ref().map(|l| l.path())
     }
 
     /// The service, for in-process inspection (status).
@@ -220,6 +232,9 @@ impl HeadHandle {
     fn stop(&mut self) {
         if let Some((_, server)) = &self.dashboard {
             server.abort();
+        }
+        if let Some(l) = &self.link {
+            l.stop();
         }
         self.service.close();
         if let Some(s) = self.shutdown.take() {
@@ -294,6 +309,20 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         Some(bind) => Some(start_dashboard(bind, &config, head.clone(), &token).await?),
         None => None,
     };
+    let link_path = config.data_dir.join("link.sock");
+    let link = if config.link && link_path.as_os_str().len() <= starling_proto::link::MAX_PATH {
+        let auth = RequireToken::new(&token, config.token_hint.clone());
+        Some(
+            link::LinkListener::start(link_path.clone(), head.clone(), auth).map_err(|source| {
+                HeadError::DataDir {
+                    path: link_path,
+                    source,
+                }
+            })?,
+        )
+    } else {
+        None
+    };
     let (tx, rx) = oneshot::channel::<()>();
     let server = starling_proto::rpc::head_server::HeadServer::new(service.clone())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -334,6 +363,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         join: Some(join),
         service,
         dashboard,
+        link,
     })
 }
 

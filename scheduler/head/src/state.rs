@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use starling_proto::link::LinkWriter;
 use starling_proto::node::{
     HeadToNodeBatch, HeadToNodeOp, NodeHello, NodeOp, StartWorkers, StoreUsage,
 };
@@ -56,6 +57,9 @@ pub enum ClientTx {
     Stream(UnboundedSender<Result<HeadBatch, Status>>),
     /// A client in this process.
     Direct(Arc<dyn Fn(HeadBatch) + Send + Sync>),
+    /// A worker process on this host, over the session link (`crate::link`): batches are
+    /// queued under the lock and written once it is released.
+    Link(Arc<LinkWriter<HeadBatch>>),
 }
 
 impl ClientTx {
@@ -65,6 +69,7 @@ impl ClientTx {
                 let _ = tx.send(Ok(batch));
             }
             ClientTx::Direct(f) => f(batch),
+            ClientTx::Link(w) => w.send(batch),
         }
     }
 }
@@ -226,6 +231,17 @@ impl Outbox {
                         }
                     }
                     ClientTx::Direct(_) => out.clients.push((c.tx.clone(), split_by_size(ops))),
+                    // Queued in order under the lock, written after it by the first thread
+                    // that finds the link idle.
+                    ClientTx::Link(w) => {
+                        let mut drain = false;
+                        for ops in split_by_size(ops) {
+                            drain |= w.queue(HeadBatch { ops });
+                        }
+                        if drain {
+                            out.links.push(w.clone());
+                        }
+                    }
                 }
             }
         }
@@ -247,10 +263,15 @@ impl Outbox {
 #[must_use = "queued batches are lost unless sent"]
 pub(crate) struct Outgoing {
     clients: Vec<(ClientTx, Vec<Vec<HeadOp>>)>,
+    /// Links with batches queued that this thread must write.
+    links: Vec<Arc<LinkWriter<HeadBatch>>>,
 }
 
 impl Outgoing {
     pub fn send(self) {
+        for w in self.links {
+            w.drain();
+        }
         for (tx, batches) in self.clients {
             for ops in batches {
                 tx.send(HeadBatch { ops });
@@ -1232,6 +1253,11 @@ impl Head {
     pub fn close_all(&self) {
         let mut g = self.state.lock();
         g.stopping = true;
+        for c in g.out.clients.values() {
+            if let ClientTx::Link(w) = &c.tx {
+                w.close();
+            }
+        }
         g.out.clients.clear();
         g.out.nodes.clear();
     }

@@ -28,6 +28,9 @@ pub struct AgentConfig {
     /// `Some(path)`: run this binary for every job (the local cluster runs the driver's own
     /// executable). `None`: download each job's binary from the head by build id.
     pub worker_binary: Option<PathBuf>,
+    /// The head's session link on this host (`starling_proto::link`), handed to worker
+    /// processes: their sessions go through it instead of gRPC. `None`: gRPC.
+    pub worker_link: Option<PathBuf>,
     /// Where downloaded binaries are kept (`<cache_dir>/<build>`).
     pub cache_dir: PathBuf,
     /// Where the object service listens (port 0: any free port). `None`: the address this host
@@ -77,6 +80,7 @@ impl AgentConfig {
             store_cap_bytes: default_store_cap(),
             log_dir: tmp.join("logs"),
             worker_binary: None,
+            worker_link: None,
             cache_dir: tmp.join("bin-cache"),
             object_bind: None,
             object_tls: None,

@@ -85,14 +85,18 @@ impl SpawnConfig {
         log_dir: PathBuf,
         writing: Writing,
     ) -> Self {
+        let mut env = vec![
+            (env::WORKER_HEAD, config.head.clone()),
+            (env::NODE_ID, node.0.to_string()),
+            (env::STORE_DIR, store_dir.display().to_string()),
+            (env::SPILL_DIR, spill_dir.display().to_string()),
+            (env::OBJECT_ADDR, object_address.to_string()),
+        ];
+        if let Some(link) = &config.worker_link {
+            env.push((env::WORKER_LINK, link.display().to_string()));
+        }
         SpawnConfig {
-            env: vec![
-                (env::WORKER_HEAD, config.head.clone()),
-                (env::NODE_ID, node.0.to_string()),
-                (env::STORE_DIR, store_dir.display().to_string()),
-                (env::SPILL_DIR, spill_dir.display().to_string()),
-                (env::OBJECT_ADDR, object_address.to_string()),
-            ],
+            env,
             log_dir,
             fixed_binary: config.worker_binary.clone(),
             writing,

@@ -50,6 +50,7 @@ use starling_head::{ClientTx, HeadService};
 
 mod connect;
 mod incoming;
+mod link;
 mod outbound;
 mod streams;
 
@@ -139,6 +140,8 @@ pub(crate) struct Client {
 enum Sink {
     /// A gRPC session: a channel drained by the request stream, one batch per drain.
     Grpc(RwLock<Option<Outbound>>),
+    /// The head's session link on this host (worker processes): written by the sending thread.
+    Link(link::LinkOut),
     /// A head in this process: applied by direct calls, no socket (the local cluster's driver).
     Local {
         head: HeadService,
@@ -384,6 +387,11 @@ impl Client {
                     if submits && tokio::runtime::Handle::try_current().is_err() {
                         unsent.wait_for_room();
                     }
+                }
+            }
+            Sink::Link(out) => {
+                for batch in link::batches(ops) {
+                    out.send(batch);
                 }
             }
             Sink::Local { head, client, open } => {
@@ -881,6 +889,7 @@ impl Client {
         // Ending the session makes the head stop this job's workers.
         match &self.sink {
             Sink::Grpc(out) => drop(out.write().take()),
+            Sink::Link(out) => out.close(),
             Sink::Local { head, client, open } => {
                 if open.swap(false, Ordering::AcqRel) {
                     head.close_local_session(*client, "driver shut down");
