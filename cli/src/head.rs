@@ -142,6 +142,8 @@ async fn serve(
     config.value_budget = args.value_budget;
     config.max_live_tasks = args.max_live_tasks;
     config.task_events_bytes = args.task_events as usize;
+    // Worker processes of agents on this host may open their sessions on the link.
+    config.link = true;
     config.dashboard =
         (!args.no_dashboard).then(|| SocketAddr::new(args.bind, args.dashboard_port));
     config.heartbeat_timeout = args.heartbeat_timeout;
@@ -169,6 +171,9 @@ async fn serve(
     let mut handle = head::serve(config).await.context("cannot start the head")?;
     let addr = handle.addr();
     let connect = connect_address(addr);
+    if let Some(link) = handle.link_path() {
+        let _ = launcher.link.set(link.to_path_buf());
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{connect}")
@@ -183,6 +188,12 @@ async fn serve(
         token_path.display(),
         token_path.display()
     );
+    if let Some(link) = handle.link_path() {
+        eprintln!(
+            "agents on this host: add `--link {}` (worker sessions on a Unix socket, not TCP)",
+            link.display()
+        );
+    }
     if let Some(d) = handle.dashboard_addr() {
         let web = if scheme == "https" { "https" } else { "http" };
         eprintln!(
@@ -219,6 +230,8 @@ struct LocalLauncher {
     tls_cert: Option<(PathBuf, PathBuf)>,
     children: Mutex<HashMap<u32, std::process::Child>>,
     next: std::sync::atomic::AtomicU64,
+    /// The head's session link: the nodes it starts are on its host.
+    link: std::sync::OnceLock<PathBuf>,
 }
 
 impl LocalLauncher {
@@ -237,6 +250,7 @@ impl LocalLauncher {
             tls_cert,
             children: Mutex::new(HashMap::new()),
             next: std::sync::atomic::AtomicU64::new(0),
+            link: std::sync::OnceLock::new(),
         })
     }
 
@@ -286,11 +300,15 @@ impl head::Launcher for LocalLauncher {
             .arg("--log-dir")
             .arg(dir.join("logs"))
             .env_remove(starling_proto::env::WORKER_HEAD)
+            .env_remove(starling_proto::env::WORKER_LINK)
             // The environment, not the command line: other users can read `ps`.
             .env(TOKEN_ENV, self.token.expose())
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err);
+        if let Some(link) = self.link.get() {
+            cmd.arg("--link").arg(link);
+        }
         if let Some(ca) = &self.tls_ca {
             cmd.env(TLS_CA_ENV, ca);
         }

@@ -757,3 +757,62 @@ fn values_past_the_head_s_budget_go_to_its_disk() {
         on_disk(s).as_deref() == Some("0 B")
     });
 }
+
+/// Agents on the head's host given `--link` run their worker processes' sessions on the head's
+/// Unix socket: the DAG runs across two such nodes, and no worker fell back to TCP. An agent
+/// given a path that is no link falls back, says so in its workers' logs, and still serves.
+#[test]
+fn agents_on_the_head_s_host_use_its_session_link() {
+    let mut c = Cluster::start("link", 0);
+    let link = c.dir.join("head-data").join("link.sock");
+    c.check(link.exists(), "the head serves its session link");
+    c.worker_args = vec!["--link".into(), link.display().to_string()];
+    c.start_agent("linked-1");
+    c.start_agent("linked-2");
+    c.wait_alive(2);
+    let out = c.run("cluster_dag", &["40"]);
+    let nodes: Vec<&str> = out.get(&c, "nodes").split(',').collect();
+    c.check(nodes.len() == 2, &format!("the DAG ran on nodes {nodes:?}"));
+    c.check(
+        out.get(&c, "sum") == (0..40u64).sum::<u64>().to_string(),
+        "the DAG's sum is wrong",
+    );
+    let fell_back = |c: &Cluster, node: &str| {
+        let dir = c.dir.join(node);
+        std::fs::read_dir(&dir)
+            .map(|entries| {
+                entries.flatten().any(|e| {
+                    std::fs::read_to_string(e.path())
+                        .is_ok_and(|t| t.contains("session link is not usable"))
+                })
+            })
+            .unwrap_or(false)
+    };
+    c.check(
+        !fell_back(&c, "linked-1") && !fell_back(&c, "linked-2"),
+        "a worker process did not use the link",
+    );
+    c.assert_running();
+    c.stop_cleanly();
+
+    // A path that is not a link: the workers use TCP and say why.
+    let bogus = std::env::temp_dir().join("starling-no-such-link.sock");
+    let bogus = bogus.display().to_string();
+    let mut c = Cluster::start_with("nolink", 1, &["--link", &bogus], false);
+    let out = c.run("cluster_dag", &["40"]);
+    c.check(
+        out.get(&c, "sum") == (0..40u64).sum::<u64>().to_string(),
+        "the DAG's sum is wrong",
+    );
+    // Its log lines reach the file through the agent's log reader: wait for them.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !fell_back(&c, "worker-1") {
+        c.check(
+            Instant::now() < deadline,
+            "no worker process said it fell back to TCP",
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.assert_running();
+    c.stop_cleanly();
+}

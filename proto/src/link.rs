@@ -71,7 +71,7 @@ impl FrameReader {
     }
 
     /// The next frame's kind and payload; `None` once the peer closed the link between frames.
-    pub fn next(&mut self) -> Result<Option<(u8, Vec<u8>)>, LinkError> {
+    pub fn read_frame(&mut self) -> Result<Option<(u8, Vec<u8>)>, LinkError> {
         let mut len = [0u8; 4];
         // A clean end is an end before a frame's first byte.
         match self.stream.read(&mut len[..1])? {
@@ -346,12 +346,12 @@ mod tests {
         }
         let mut r = FrameReader::new(b);
         for k in 0..n {
-            let (kind, payload) = r.next().unwrap().expect("a frame");
+            let (kind, payload) = r.read_frame().unwrap().expect("a frame");
             assert_eq!(kind, BATCH);
             assert_eq!(released(&payload), k);
         }
         w.close();
-        assert!(r.next().unwrap().is_none());
+        assert!(r.read_frame().unwrap().is_none());
     }
 
     #[test]
@@ -360,9 +360,12 @@ mod tests {
         let (mut a, b) = UnixStream::pair().unwrap();
         a.write_all(&u32::MAX.to_le_bytes()).unwrap();
         let mut r = FrameReader::new(b);
-        assert!(matches!(r.next(), Err(LinkError::Oversized(_))));
+        assert!(matches!(r.read_frame(), Err(LinkError::Oversized(_))));
         let (mut a, b) = UnixStream::pair().unwrap();
         a.write_all(&0u32.to_le_bytes()).unwrap();
-        assert!(matches!(FrameReader::new(b).next(), Err(LinkError::Empty)));
+        assert!(matches!(
+            FrameReader::new(b).read_frame(),
+            Err(LinkError::Empty)
+        ));
     }
 }

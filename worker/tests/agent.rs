@@ -337,6 +337,7 @@ fn config(head: &Head, root: &Path, worker: Option<PathBuf>) -> AgentConfig {
         store_cap_bytes: 1 << 30,
         log_dir: root.join("logs"),
         worker_binary: worker,
+        worker_link: None,
         cache_dir: root.join("cache"),
         object_bind: Some("127.0.0.1:0".parse().expect("socket address")),
         object_tls: None,

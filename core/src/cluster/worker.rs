@@ -126,15 +126,21 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
     // On the head's host, the session goes through its link (`starling_proto::link`).
     let link = std::env::var_os(env::WORKER_LINK);
     std::env::remove_var(env::WORKER_LINK);
-    let client = match link {
-        Some(path) => Client::connect_link(
-            std::path::Path::new(&path),
+    let linked = link.and_then(|path| {
+        let path = PathBuf::from(path);
+        Client::connect_link(
+            &path,
             &head,
-            creds,
-            kind,
+            creds.clone(),
+            kind.again(),
             rt.handle().clone(),
             Duration::from_secs(30),
-        )?,
+        )
+        .map_err(|e| eprintln!("starling worker: the session link is not usable, using TCP: {e}"))
+        .ok()
+    });
+    let client = match linked {
+        Some(client) => client,
         None => Client::connect(
             &head,
             creds,

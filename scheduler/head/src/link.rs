@@ -114,7 +114,7 @@ fn serve(conn: UnixStream, head: &Head, auth: &RequireToken) {
     let Ok(raw) = conn.try_clone() else { return };
     let mut reader = FrameReader::new(conn);
     let _ = reader.socket().set_read_timeout(Some(HELLO_LIMIT));
-    let scope = match reader.next() {
+    let scope = match reader.read_frame() {
         Ok(Some((AUTH, credential))) => {
             let mut presented = b"Bearer ".to_vec();
             presented.extend_from_slice(&credential);
@@ -125,7 +125,7 @@ fn serve(conn: UnixStream, head: &Head, auth: &RequireToken) {
     let Some(scope) = scope else {
         return refuse(&raw, "missing or wrong cluster token");
     };
-    let mut ops = match batch(reader.next()) {
+    let mut ops = match batch(reader.read_frame()) {
         Ok(ops) => ops.into_iter(),
         Err(why) => return refuse(&raw, &why),
     };
@@ -167,7 +167,7 @@ fn serve(conn: UnixStream, head: &Head, auth: &RequireToken) {
                 }
             }
         }
-        next = match batch(reader.next()) {
+        next = match batch(reader.read_frame()) {
             Ok(ops) => ops,
             Err(why) => {
                 if why.starts_with("refused") {

@@ -512,3 +512,118 @@ async fn a_session_reaches_only_its_own_job_s_objects_and_tasks() {
     .await
     .expect("bounded");
 }
+
+/// Frames on the session link: a credential, then a batch; the head's reply frame.
+mod on_link {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    use starling_proto::link::{put_frame, FrameReader, AUTH, BATCH, REFUSED};
+    use starling_proto::rpc::Wire;
+    use starling_proto::session::{ClientBatch, HeadBatch};
+
+    /// Connects, sends `credential` and `first` (raw batch bytes), and returns the head's first
+    /// frame (`None`: it closed the link without one).
+    pub fn open(
+        path: &std::path::Path,
+        credential: &str,
+        first: &[u8],
+    ) -> (UnixStream, Option<(u8, Vec<u8>)>) {
+        let s = UnixStream::connect(path).expect("connect to the link");
+        s.set_read_timeout(Some(super::LIMIT)).unwrap();
+        let mut out = Vec::new();
+        put_frame(AUTH, credential.as_bytes(), &mut out);
+        put_frame(BATCH, first, &mut out);
+        (&s).write_all(&out).unwrap();
+        let frame = FrameReader::new(s.try_clone().unwrap())
+            .read_frame()
+            .expect("a frame or a clean end");
+        (s, frame)
+    }
+
+    pub fn refusal(frame: Option<(u8, Vec<u8>)>) -> String {
+        match frame {
+            Some((REFUSED, why)) => String::from_utf8(why).unwrap(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    pub fn batch(frame: Option<(u8, Vec<u8>)>) -> HeadBatch {
+        match frame {
+            Some((BATCH, bytes)) => HeadBatch::from_bytes(&bytes).unwrap(),
+            other => panic!("expected a batch, got {other:?}"),
+        }
+    }
+
+    pub fn bytes(b: ClientBatch) -> Vec<u8> {
+        b.to_bytes()
+    }
+}
+
+/// The session link (worker processes of the head's host): its socket is private, a wrong
+/// credential, a session without hello or a malformed batch is refused with a reason and the
+/// link closed, and a good session is still welcomed and served after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_link_refuses_bad_clients_and_serves_good_ones() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("link");
+    let mut c = config(&dir);
+    c.link = true;
+    let head = serve(c).await.unwrap();
+    let path = head.link_path().expect("the link is served").to_path_buf();
+    let checks = tokio::task::spawn_blocking(move || {
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the link's socket is this user's only");
+        let good = on_link::bytes(hello(starling_proto::PROTOCOL_VERSION));
+
+        let (_, frame) = on_link::open(&path, "wrong-token", &good);
+        let why = on_link::refusal(frame);
+        assert!(why.contains("cluster token"), "{why}");
+
+        let not_hello = on_link::bytes(ClientBatch {
+            ops: vec![ClientOp::Release(ObjectId(7))],
+        });
+        let (_, frame) = on_link::open(&path, TOKEN, &not_hello);
+        assert!(on_link::refusal(frame).contains("hello"));
+
+        let (_, frame) = on_link::open(&path, TOKEN, b"\xff\xff not protobuf");
+        assert!(on_link::refusal(frame).contains("malformed"));
+
+        // A welcomed session that then sends garbage is refused and closed.
+        let (s, frame) = on_link::open(&path, TOKEN, &good);
+        assert!(matches!(on_link::batch(frame).ops[0], HeadOp::Welcome(_)));
+        let mut out = Vec::new();
+        starling_proto::link::put_frame(starling_proto::link::BATCH, b"\xff\xfe", &mut out);
+        std::io::Write::write_all(&mut &s, &out).unwrap();
+        let mut r = starling_proto::link::FrameReader::new(s);
+        let why = loop {
+            match r.read_frame().expect("a frame or a clean end") {
+                Some((starling_proto::link::REFUSED, why)) => {
+                    break String::from_utf8(why).unwrap()
+                }
+                Some(_) => continue,
+                None => panic!("closed without saying why"),
+            }
+        };
+        assert!(why.contains("malformed"), "{why}");
+        assert!(
+            r.read_frame().map(|f| f.is_none()).unwrap_or(true),
+            "then closed"
+        );
+
+        // A good session is still welcomed.
+        let (_still_open, frame) = on_link::open(&path, TOKEN, &good);
+        assert!(matches!(on_link::batch(frame).ops[0], HeadOp::Welcome(_)));
+        path
+    })
+    .await
+    .unwrap();
+    let status = status(head.addr()).await;
+    assert_eq!(status.submitted, 0);
+    head.shutdown().await;
+    assert!(
+        !checks.exists(),
+        "the socket is removed when the head stops"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -44,7 +44,7 @@ impl Client {
         let read = stream.try_clone().map_err(|e| unreachable(e.to_string()))?;
         let mut reader = FrameReader::new(read);
         let _ = reader.socket().set_read_timeout(Some(timeout));
-        let mut ops = match reader.next() {
+        let mut ops = match reader.read_frame() {
             Ok(Some((BATCH, payload))) => HeadBatch::from_bytes(&payload)
                 .map_err(|e| refused(e.to_string()))?
                 .ops
@@ -98,7 +98,7 @@ fn read_link(
     let end = loop {
         let ops = match pending.take() {
             Some(ops) => ops,
-            None => match reader.next() {
+            None => match reader.read_frame() {
                 Ok(Some((BATCH, payload))) => match HeadBatch::from_bytes(&payload) {
                     Ok(b) => b.ops,
                     Err(e) => break e.to_string(),

@@ -166,6 +166,17 @@ pub(crate) struct SessionKind {
     pub runs: Option<crossbeam::channel::Sender<RunTask>>,
 }
 
+impl SessionKind {
+    /// The same kind, for a second try on another transport.
+    pub fn again(&self) -> SessionKind {
+        SessionKind {
+            hello: self.hello.clone(),
+            local: self.local.clone(),
+            runs: self.runs.clone(),
+        }
+    }
+}
+
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
