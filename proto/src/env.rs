@@ -22,6 +22,11 @@ pub const WORKER_HEAD: &str = "STARLING_WORKER_HEAD";
 /// The head's session link (a Unix socket path, see `starling_proto::link`), set for worker
 /// processes on the head's own host: their session goes through it instead of gRPC.
 pub const WORKER_LINK: &str = "STARLING_WORKER_LINK";
+/// The pid of the node agent that started a worker process, in decimal: the worker makes
+/// itself die with it (`PR_SET_PDEATHSIG`) as it starts, so the agent can start it without
+/// running code between fork and exec, which lets the process be spawned without copying the
+/// agent's page tables (`posix_spawn`).
+pub const AGENT_PID: &str = "STARLING_AGENT_PID";
 /// The node id, in decimal (`3`, not `N3`).
 pub const NODE_ID: &str = "STARLING_NODE_ID";
 /// The job id, in decimal.

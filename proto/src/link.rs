@@ -137,28 +137,28 @@ struct Out<M> {
     /// Bytes a write left over, for the writer thread.
     rest: Option<Vec<u8>>,
     closed: bool,
+    /// The writer thread was started (at the first write that would have blocked).
+    thread: bool,
+    name: &'static str,
 }
 
 impl<M: Wire> LinkWriter<M> {
-    /// A writer on `stream` (a clone of the reader's socket), with its thread for writes that
-    /// would block.
-    pub fn new(stream: UnixStream, name: &str) -> io::Result<Arc<Self>> {
+    /// A writer on `stream` (a clone of the reader's socket); its thread `name`, for writes
+    /// that would block, starts when one first does.
+    pub fn new(stream: UnixStream, name: &'static str) -> io::Result<Arc<Self>> {
         stream.set_write_timeout(Some(WRITE_STALL_LIMIT))?;
-        let w = Arc::new(LinkWriter {
+        Ok(Arc::new(LinkWriter {
             stream,
             state: Mutex::new(Out {
                 queue: VecDeque::new(),
                 busy: false,
                 rest: None,
                 closed: false,
+                thread: false,
+                name,
             }),
             stalled: Condvar::new(),
-        });
-        let weak = Arc::downgrade(&w);
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || writer_thread(weak))?;
-        Ok(w)
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Out<M>> {
@@ -176,7 +176,7 @@ impl<M: Wire> LinkWriter<M> {
     }
 
     /// Writes what is queued, after [`queue`](Self::queue) returned `true`.
-    pub fn drain(&self) {
+    pub fn drain(self: &Arc<Self>) {
         let mut bytes = Vec::new();
         loop {
             let msgs = {
@@ -198,6 +198,17 @@ impl<M: Wire> LinkWriter<M> {
                     // queued meanwhile after it (the link stays busy until it is done).
                     let mut g = self.lock();
                     g.rest = Some(bytes.split_off(n));
+                    if !std::mem::replace(&mut g.thread, true) {
+                        let weak = Arc::downgrade(self);
+                        let started = std::thread::Builder::new()
+                            .name(g.name.into())
+                            .spawn(move || writer_thread(weak));
+                        if started.is_err() {
+                            drop(g);
+                            self.close();
+                            return;
+                        }
+                    }
                     drop(g);
                     self.stalled.notify_one();
                     return;
@@ -211,7 +222,7 @@ impl<M: Wire> LinkWriter<M> {
     }
 
     /// Queues `msg` and writes, unless another thread is writing (it takes `msg` too).
-    pub fn send(&self, msg: M) {
+    pub fn send(self: &Arc<Self>, msg: M) {
         if self.queue(msg) {
             self.drain();
         }

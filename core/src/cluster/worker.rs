@@ -44,6 +44,7 @@ extern "C" fn worker_mode_hook() {
         // Programs that tasks start (a `starling` CLI call, another Starling program) must not
         // become workers too. This runs before `main`, on the only thread.
         std::env::remove_var(env::WORKER_HEAD);
+        die_with_agent();
         let head = head.to_string_lossy().into_owned();
         let code = match std::panic::catch_unwind(|| run_worker(head)) {
             Ok(Ok(())) => 0,
@@ -60,6 +61,26 @@ extern "C" fn worker_mode_hook() {
         // Programs it starts must not do the same.
         std::env::remove_var(starling_proto::env::JOB_FUNCTION);
         std::process::exit(crate::job_fn::run(&function.to_string_lossy()));
+    }
+}
+
+/// Makes this worker process die (SIGKILL) when the node agent that started it dies, however it
+/// dies (the agent starts it without code between fork and exec, see `env::AGENT_PID`; Linux
+/// delivers the signal when the agent's thread that started it exits, and those live as long
+/// as the agent). An agent already gone by now never signals: exit.
+fn die_with_agent() {
+    let Some(agent) = std::env::var(env::AGENT_PID)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return;
+    };
+    std::env::remove_var(env::AGENT_PID);
+    // SAFETY: plain system calls on this process.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != agent {
+            libc::_exit(1);
+        }
     }
 }
 
