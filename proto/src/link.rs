@@ -91,6 +91,12 @@ impl FrameReader {
         Ok(Some((kind, frame)))
     }
 
+    /// Whether a frame (or part of one) was read from the socket and not yet returned: reading
+    /// it will not wait for the peer as long as the rest of it is on its way.
+    pub fn has_buffered(&self) -> bool {
+        !self.stream.buffer().is_empty()
+    }
+
     /// The socket (to set its read timeout).
     pub fn socket(&self) -> &UnixStream {
         self.stream.get_ref()

@@ -25,6 +25,9 @@ use super::state::{ClientTx, Head};
 /// How long a new connection has to present its credential and hello.
 const HELLO_LIMIT: Duration = Duration::from_secs(10);
 
+/// At most this many ops of batches that arrived together are applied under one lock.
+const MAX_OPS_TOGETHER: usize = 8192;
+
 /// The link's socket and its accepting thread.
 pub(crate) struct LinkListener {
     path: PathBuf,
@@ -156,7 +159,7 @@ fn serve(conn: UnixStream, head: &Head, auth: &RequireToken) {
     let mut next: Vec<ClientOp> = ops.collect();
     let why = loop {
         if !next.is_empty() {
-            match head.client_batch(client, next) {
+            match head.client_batch(client, std::mem::take(&mut next)) {
                 // Past the limit of live tasks a driver's batches wait for room (worker
                 // processes' never do).
                 Ok(true) => head.room.wait_blocking(),
@@ -167,15 +170,29 @@ fn serve(conn: UnixStream, head: &Head, auth: &RequireToken) {
                 }
             }
         }
-        next = match batch(reader.read_frame()) {
-            Ok(ops) => ops,
-            Err(why) => {
-                if why.starts_with("refused") {
-                    refuse(&raw, &why);
+        // Batches that arrived together are applied together: one lock, one scheduling pass.
+        let mut failed = None;
+        loop {
+            match batch(reader.read_frame()) {
+                Ok(ops) => next.extend(ops),
+                Err(why) => {
+                    failed = Some(why);
+                    break;
                 }
-                break why;
             }
-        };
+            if !reader.has_buffered() || next.len() >= MAX_OPS_TOGETHER {
+                break;
+            }
+        }
+        if let Some(why) = failed {
+            if !next.is_empty() {
+                let _ = head.client_batch(client, std::mem::take(&mut next));
+            }
+            if why.starts_with("refused") {
+                refuse(&raw, &why);
+            }
+            break why;
+        }
     };
     head.close_session(client, &why);
     out.close();
