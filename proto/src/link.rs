@@ -85,10 +85,11 @@ impl FrameReader {
         if len == 0 {
             return Err(LinkError::Empty);
         }
-        let mut frame = vec![0u8; len];
-        self.stream.read_exact(&mut frame)?;
-        let kind = frame.remove(0);
-        Ok(Some((kind, frame)))
+        let mut kind = [0u8; 1];
+        self.stream.read_exact(&mut kind)?;
+        let mut payload = vec![0u8; len - 1];
+        self.stream.read_exact(&mut payload)?;
+        Ok(Some((kind[0], payload)))
     }
 
     /// Whether a frame (or part of one) was read from the socket and not yet returned: reading

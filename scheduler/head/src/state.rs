@@ -291,28 +291,9 @@ fn head_location(object: ObjectId, size: u64) -> ObjectLocation {
     }
 }
 
-/// A batch stops growing past this many encoded bytes, so large inline values do not add up to
-/// a message over the size limit.
-use starling_proto::limits::MAX_BATCH_BYTES;
-
-/// Splits ops into batches of at most [`MAX_BATCH_BYTES`] (a single larger op gets its own).
+/// Splits ops into batches of at most `MAX_BATCH_BYTES` (a single larger op gets its own).
 fn split_by_size(ops: Vec<HeadOp>) -> Vec<Vec<HeadOp>> {
-    let mut batches = Vec::new();
-    let mut current = Vec::new();
-    let mut bytes = 0;
-    for op in ops {
-        let len = op.wire_size();
-        if !current.is_empty() && bytes + len > MAX_BATCH_BYTES {
-            batches.push(std::mem::take(&mut current));
-            bytes = 0;
-        }
-        bytes += len;
-        current.push(op);
-    }
-    if !current.is_empty() {
-        batches.push(current);
-    }
-    batches
+    starling_proto::limits::split_by_size(ops, HeadOp::wire_size)
 }
 
 impl Transport for Outbox {

@@ -133,26 +133,11 @@ fn read_link(
     // Dropping `runs` ends a worker process's task loop.
 }
 
-/// `ops` in batches of at most [`MAX_BATCH_BYTES`] encoded bytes (one op may be larger).
-pub(super) fn batches(ops: Vec<ClientOp>) -> Vec<ClientBatch> {
-    let mut out = Vec::new();
-    let mut cur = Vec::new();
-    let mut bytes = 0;
-    for op in ops {
-        let size = op.wire_size();
-        if !cur.is_empty() && bytes + size > MAX_BATCH_BYTES {
-            out.push(ClientBatch {
-                ops: std::mem::take(&mut cur),
-            });
-            bytes = 0;
-        }
-        bytes += size;
-        cur.push(op);
-    }
-    if !cur.is_empty() {
-        out.push(ClientBatch { ops: cur });
-    }
-    out
+/// `ops` in batches of at most `MAX_BATCH_BYTES` encoded bytes (one op may be larger).
+pub(super) fn batches(ops: Vec<ClientOp>) -> impl Iterator<Item = ClientBatch> {
+    starling_proto::limits::split_by_size(ops, ClientOp::wire_size)
+        .into_iter()
+        .map(|ops| ClientBatch { ops })
 }
 
 /// The link's writer.
