@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the workload suite against a head and two node agents started as separate processes
 # ("starling-cluster"), then stops them. Usage: benches/cluster.sh [workloads args, e.g. --only ab]
+# The agents' worker processes talk to the head over TCP, as on other hosts; with
+# STARLING_BENCH_LINK=1 they use the head's session link (`starling worker --link`) instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --release -p starling-cli -p starling-benches
@@ -22,9 +24,11 @@ addr=$(head -n1 "$dir/head.out")
 # Every process below presents the cluster token the head wrote.
 export STARLING_TOKEN
 STARLING_TOKEN=$(cat "$dir/head/token")
+link=()
+if [ "${STARLING_BENCH_LINK:-0}" = 1 ]; then link=(--link "$dir/head/link.sock"); fi
 for n in 1 2; do
   "$bin/starling" worker --head "$addr" --num-cpus 1 --log-dir "$dir/logs-$n" \
-    --cache-dir "$dir/cache-$n" 2>"$dir/agent-$n.log" &
+    --cache-dir "$dir/cache-$n" "${link[@]}" 2>"$dir/agent-$n.log" &
   pids+=($!)
 done
 for _ in $(seq 100); do
