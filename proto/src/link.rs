@@ -22,7 +22,6 @@ use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -111,21 +110,17 @@ pub fn put_frame(kind: u8, payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(payload);
 }
 
-/// Appends a [`BATCH`] frame holding `msg`, encoded in place, to `out`.
-fn put_message<M: Wire>(msg: M, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0, 0, 0, 0, BATCH]);
-    let pb = msg.into_pb();
-    out.reserve(pb.encoded_len());
-    // Encoding into a Vec cannot run out of room.
-    let _ = pb.encode(out);
-    let len = (out.len() - start - 4) as u32;
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-}
-
-/// Connects to the link at `path`.
-pub fn connect(path: &Path) -> io::Result<UnixStream> {
-    UnixStream::connect(path)
+/// `msgs` as [`BATCH`] frames, encoded in place into `out` (emptied first).
+fn encode_all<M: Wire>(msgs: VecDeque<M>, out: &mut Vec<u8>) {
+    out.clear();
+    for msg in msgs {
+        let start = out.len();
+        out.extend_from_slice(&[0, 0, 0, 0, BATCH]);
+        // Encoding into a Vec cannot run out of room.
+        let _ = msg.into_pb().encode(out);
+        let len = (out.len() - start - 4) as u32;
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    }
 }
 
 /// The sending side of a link: messages go out in the order they were queued, written by
@@ -194,10 +189,7 @@ impl<M: Wire> LinkWriter<M> {
                 }
                 std::mem::take(&mut g.queue)
             };
-            bytes.clear();
-            for m in msgs {
-                put_message(m, &mut bytes);
-            }
+            encode_all(msgs, &mut bytes);
             match send(&self.stream, &bytes, libc::MSG_DONTWAIT) {
                 Ok(n) if n == bytes.len() => {}
                 Ok(n) => {
@@ -244,10 +236,6 @@ impl<M: Wire> LinkWriter<M> {
         self.stalled.notify_all();
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
-
-    pub fn is_closed(&self) -> bool {
-        self.lock().closed
-    }
 }
 
 /// Writes what a non-blocking write left, then what was queued behind it, blocking (at most
@@ -288,10 +276,7 @@ fn writer_thread<M: Wire>(w: std::sync::Weak<LinkWriter<M>>) {
             }
             let msgs = std::mem::take(&mut g.queue);
             drop(g);
-            bytes.clear();
-            for m in msgs {
-                put_message(m, &mut bytes);
-            }
+            encode_all(msgs, &mut bytes);
         }
     }
 }

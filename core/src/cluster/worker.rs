@@ -153,7 +153,7 @@ fn run_worker(head: String) -> Result<(), crate::Error> {
             &path,
             &head,
             creds.clone(),
-            kind.again(),
+            kind.clone(),
             rt.handle().clone(),
             Duration::from_secs(30),
         )

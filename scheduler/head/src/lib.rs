@@ -309,16 +309,17 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         Some(bind) => Some(start_dashboard(bind, &config, head.clone(), &token).await?),
         None => None,
     };
+    // One token check for every way in: gRPC calls and the session link.
+    let auth = RequireToken::new(&token, config.token_hint.clone());
     let link_path = config.data_dir.join("link.sock");
     let link = if config.link && link_path.as_os_str().len() <= starling_proto::link::MAX_PATH {
-        let auth = RequireToken::new(&token, config.token_hint.clone());
         Some(
-            link::LinkListener::start(link_path.clone(), head.clone(), auth).map_err(|source| {
-                HeadError::DataDir {
+            link::LinkListener::start(link_path.clone(), head.clone(), auth.clone()).map_err(
+                |source| HeadError::DataDir {
                     path: link_path,
                     source,
-                }
-            })?,
+                },
+            )?,
         )
     } else {
         None
@@ -328,10 +329,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     // Every method of the service, streams included, is behind the token check.
-    let server = tonic::service::interceptor::InterceptedService::new(
-        server,
-        RequireToken::new(&token, config.token_hint),
-    );
+    let server = tonic::service::interceptor::InterceptedService::new(server, auth);
     let mut builder = tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .initial_stream_window_size(starling_proto::security::STREAM_WINDOW)

@@ -4,6 +4,7 @@
 //! (`Sink::Link`).
 
 use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use starling_proto::link::{self, FrameReader, LinkError, LinkWriter, AUTH, BATCH, REFUSED};
@@ -30,7 +31,7 @@ impl Client {
             addr: addr.to_string(),
             message,
         };
-        let stream = link::connect(path).map_err(|e| unreachable(e.to_string()))?;
+        let stream = UnixStream::connect(path).map_err(|e| unreachable(e.to_string()))?;
         let mut first = Vec::new();
         let token = creds.token.as_ref().map(|t| t.expose()).unwrap_or_default();
         link::put_frame(AUTH, token.as_bytes(), &mut first);

@@ -159,22 +159,12 @@ struct Redial {
 }
 
 /// What a new session is for.
+#[derive(Clone)]
 pub(crate) struct SessionKind {
     pub hello: Hello,
     pub local: Option<LocalStore>,
     /// Worker processes: where `RunTask`s go.
     pub runs: Option<crossbeam::channel::Sender<RunTask>>,
-}
-
-impl SessionKind {
-    /// The same kind, for a second try on another transport.
-    pub fn again(&self) -> SessionKind {
-        SessionKind {
-            hello: self.hello.clone(),
-            local: self.local.clone(),
-            runs: self.runs.clone(),
-        }
-    }
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
