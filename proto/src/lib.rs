@@ -14,6 +14,7 @@ pub mod env;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod hash;
+pub mod id_table;
 mod ids;
 pub mod jobs;
 pub mod limits;

@@ -23,6 +23,7 @@ use starling_proto::{
 use crate::gpus::{GpuGrant, GpuSlots};
 use crate::objects::{ObjectEntry, ObjectState};
 use starling_proto::hash::IdMap;
+use starling_proto::id_table::IdTable;
 
 /// Where a task is in its life.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -243,8 +244,11 @@ pub struct CoreStats {
 /// All scheduler state.
 #[derive(Debug, Default)]
 pub struct Core {
-    pub(crate) tasks: IdMap<TaskId, TaskEntry>,
-    pub(crate) objects: IdMap<ObjectId, ObjectEntry>,
+    /// Live tasks. Paged by runs of ids, not hashed: a million queued tasks cost their
+    /// entries' size, not about twice it (see [`IdTable`]).
+    pub(crate) tasks: IdTable<TaskId, TaskEntry>,
+    /// Live objects, paged as `tasks`.
+    pub(crate) objects: IdTable<ObjectId, ObjectEntry>,
     pub(crate) nodes: Vec<NodeState>,
     pub(crate) node_index: IdMap<NodeId, usize>,
     pub(crate) workers: IdMap<WorkerId, WorkerState>,
@@ -405,7 +409,7 @@ impl Core {
                     crate::ObjectState::Released => ("RELEASED", None, 0),
                 };
                 starling_proto::state::ObjectRecord {
-                    object: *id,
+                    object: id,
                     state: state.to_string(),
                     node,
                     size,

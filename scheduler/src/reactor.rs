@@ -1113,7 +1113,7 @@ pub fn on_job_ended(core: &mut Core, t: &mut impl Transport, job: JobId) -> usiz
         .tasks
         .iter()
         .filter(|(_, e)| e.spec.job == job)
-        .map(|(id, _)| *id)
+        .map(|(id, _)| id)
         .collect();
     // Oldest first, so dependents fail as `Cancelled` upstream chains of their own roots.
     tasks.sort_unstable();
@@ -1707,7 +1707,7 @@ pub fn on_objects_lost(core: &mut Core, t: &mut impl Transport, lost: &[ObjectId
         .iter()
         .filter(|(_, e)| !matches!(e.state, TaskState::Running { .. }))
         .filter(|(_, e)| e.spec.dependencies().any(|d| gone_set.contains(&d)))
-        .map(|(id, _)| *id)
+        .map(|(id, _)| id)
         .collect();
     for object in gone {
         let needed = core.objects[&object].is_needed();

@@ -20,9 +20,10 @@ use starling_proto::hash::IdMap;
 use starling_proto::{ObjectId, TaskFailure};
 
 /// An immutable object value: encoded bytes shared by reference count, in memory or mapped
-/// from a node store file (read without copying).
+/// from a node store file (read without copying). An empty value (what a function returning
+/// `()` stores) allocates nothing: no backing at all.
 #[derive(Clone)]
-pub struct Blob(Arc<Backing>);
+pub struct Blob(Option<Arc<Backing>>);
 
 enum Backing {
     Heap(Vec<u8>),
@@ -33,7 +34,10 @@ enum Backing {
 impl Blob {
     /// Wraps `bytes` without copying them.
     pub fn new(bytes: Vec<u8>) -> Self {
-        Blob(Arc::new(Backing::Heap(bytes)))
+        if bytes.is_empty() {
+            return Blob(None);
+        }
+        Blob(Some(Arc::new(Backing::Heap(bytes))))
     }
 
     /// Maps the file at `path` read-only. The store's files are immutable once written (written
@@ -47,7 +51,7 @@ impl Blob {
         // SAFETY: the file is never written after it is renamed into the store (see above);
         // the mapping is read-only and private to this process.
         let map = unsafe { memmap2::Mmap::map(&file)? };
-        Ok(Blob(Arc::new(Backing::Mapped(map, 0))))
+        Ok(Blob(Some(Arc::new(Backing::Mapped(map, 0)))))
     }
 
     /// Maps the node store file at `path` as object `object` of head `epoch` (`0`: any): its
@@ -70,12 +74,12 @@ impl Blob {
         let map = unsafe { memmap2::Mmap::map(&file)? };
         let header = StoreHeader::decode(&map).map_err(refuse)?;
         header.check(object, epoch, len).map_err(refuse)?;
-        Ok(Blob(Arc::new(Backing::Mapped(map, HEADER_LEN))))
+        Ok(Blob(Some(Arc::new(Backing::Mapped(map, HEADER_LEN)))))
     }
 
     /// Whether the bytes are a mapped store file (rather than memory of this process).
     pub fn is_mapped(&self) -> bool {
-        matches!(*self.0, Backing::Mapped(..))
+        matches!(self.0.as_deref(), Some(Backing::Mapped(..)))
     }
 
     /// Whether `slice` points into this blob's bytes.
@@ -104,9 +108,10 @@ impl Deref for Blob {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        match &*self.0 {
-            Backing::Heap(v) => v,
-            Backing::Mapped(m, start) => &m[*start..],
+        match self.0.as_deref() {
+            None => &[],
+            Some(Backing::Heap(v)) => v,
+            Some(Backing::Mapped(m, start)) => &m[*start..],
         }
     }
 }

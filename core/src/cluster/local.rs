@@ -69,6 +69,9 @@ pub(crate) fn start(config: &Config) -> Result<Arc<Client>> {
             task_events_bytes: config.task_events_bytes,
             // Worker processes here open their sessions on the link, not gRPC.
             link: true,
+            // One node, in this process: an object cannot be lost while anything that refers to
+            // it lives, so nothing would ever be made again from lineage.
+            lineage: false,
             ..HeadConfig::new(loopback(0), data.join("head"))
         }))
         .map_err(|e| Error::Startup(chain(&e)))?;

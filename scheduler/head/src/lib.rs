@@ -99,6 +99,11 @@ pub struct HeadConfig {
     /// processes on this host started with its path open their sessions on it instead of
     /// gRPC. Not served where the path is too long for a Unix socket.
     pub link: bool,
+    /// Keep lineage (see `Core::set_lineage`): each live object remembers the task that made
+    /// it, so objects lost with a node are made again. On by default; a head whose only node
+    /// lives and dies with it (the local cluster's) can lose no object without losing every
+    /// holder of its refs, so it turns it off and frees a task's spec when the task ends.
+    pub lineage: bool,
 }
 
 /// The default dashboard port, as Ray's.
@@ -131,6 +136,7 @@ impl HeadConfig {
             task_events_bytes: starling_scheduler::events::TaskEvents::DEFAULT_CAP,
             dashboard: None,
             link: false,
+            lineage: true,
         }
     }
 }
@@ -286,6 +292,7 @@ pub async fn serve(config: HeadConfig) -> Result<HeadHandle, HeadError> {
     {
         let mut g = head.state.lock();
         g.core.set_task_events_cap(config.task_events_bytes);
+        g.core.set_lineage(config.lineage);
         g.jobs.head_addr = addr.to_string();
         g.jobs.start_grace = config.start_grace;
     }

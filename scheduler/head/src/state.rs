@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use starling_proto::id_table::IdTable;
 use starling_proto::link::LinkWriter;
 use starling_proto::node::{
     HeadToNodeBatch, HeadToNodeOp, NodeHello, NodeOp, StartWorkers, StoreUsage,
@@ -83,7 +84,7 @@ pub(crate) struct ClientConn {
     pub node: NodeId,
     /// The process id it reported (0 for drivers that did not).
     pub pid: u32,
-    handles: HashMap<ObjectId, u32>,
+    handles: IdTable<ObjectId, u32>,
     /// Something was queued for it since the last [`Outbox::tell_quiet_sessions`].
     spoken: bool,
 }
@@ -91,7 +92,7 @@ pub(crate) struct ClientConn {
 impl ClientConn {
     /// The session holds one more ref group for `object`.
     pub(crate) fn add_handle(&mut self, object: ObjectId) {
-        *self.handles.entry(object).or_default() += 1;
+        *self.handles.get_or_insert_with(object, || 0) += 1;
     }
 }
 
@@ -123,11 +124,11 @@ pub(crate) struct Outbox {
     /// Small values and driver puts, held at the head (in memory up to a budget).
     pub values: super::values::HeadValues,
     /// Large task results: the node that stores each, and its size.
-    pub locations: HashMap<ObjectId, (NodeId, u64)>,
+    pub locations: IdTable<ObjectId, (NodeId, u64)>,
     pub failures: HashMap<ObjectId, Arc<TaskFailure>>,
     /// The last task failure of each job with a driver (see [`Transport::task_failed`]).
     pub last_failure: HashMap<JobId, Arc<TaskFailure>>,
-    pub subscribers: HashMap<ObjectId, Vec<u64>>,
+    pub subscribers: IdTable<ObjectId, Vec<u64>>,
     /// Where the job table's writes go (`None`: a table in memory only).
     pub job_files: Option<JobFiles>,
     dirty_clients: Vec<u64>,
@@ -184,7 +185,7 @@ impl Outbox {
     fn value_of(&self, object: ObjectId) -> Option<ObjectValue> {
         let value = if let Some(held) = self.values.get(&object) {
             match held {
-                Held::Memory(v) => Value::Inline(v.clone()),
+                Held::Memory(v) => Value::Inline(v.to_vec()),
                 // On the head's disk: the driver fetches it from the head.
                 Held::Spilled(size) => Value::Location(head_location(object, size)),
             }
@@ -320,7 +321,7 @@ impl Transport for Outbox {
                         ResolvedArg::Location(head_location(*o, v.len() as u64))
                     }
                     Some(Held::Spilled(size)) => ResolvedArg::Location(head_location(*o, size)),
-                    Some(Held::Memory(v)) => ResolvedArg::Inline(v.clone()),
+                    Some(Held::Memory(v)) => ResolvedArg::Inline(v.to_vec()),
                     None => match self.location(*o) {
                         Some(l) => ResolvedArg::Location(l),
                         // Not settled yet: the scheduler pipelined this task behind the one
@@ -744,7 +745,7 @@ impl Head {
             worker,
             node,
             pid: hello.pid,
-            handles: HashMap::new(),
+            handles: IdTable::new(),
             spoken: true,
         };
         if hello.is_worker {
@@ -1095,7 +1096,7 @@ impl Head {
             .locations
             .iter()
             .filter(|(_, (at, _))| *at == node)
-            .map(|(o, _)| *o)
+            .map(|(o, _)| o)
             .collect();
         lost.sort_unstable();
         for o in &lost {
@@ -1355,7 +1356,10 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             for ret in spec.return_objects() {
                 conn.add_handle(ret);
                 // The submitter gets the result pushed when it settles (no request needed).
-                st.out.subscribers.entry(ret).or_default().push(client);
+                st.out
+                    .subscribers
+                    .get_or_insert_with(ret, Vec::new)
+                    .push(client);
             }
             reactor::on_submit(&mut st.core, &mut st.out, spec);
         }
@@ -1521,9 +1525,11 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
 pub(crate) fn subscribe(st: &mut State, client: u64, object: ObjectId) {
     match st.out.value_of(object) {
         Some(v) => st.out.queue_client(client, HeadOp::Value(v)),
-        None if st.core.object_state(object).is_some() => {
-            st.out.subscribers.entry(object).or_default().push(client)
-        }
+        None if st.core.object_state(object).is_some() => st
+            .out
+            .subscribers
+            .get_or_insert_with(object, Vec::new)
+            .push(client),
         None => {
             let failure = TaskFailure {
                 task: object.task(),

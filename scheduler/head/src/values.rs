@@ -6,9 +6,9 @@
 //! 0: the head), and fetches it with `Fetch`, which reads the file off the lock. So a program
 //! that keeps many results alive grows the head's disk, not its memory.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
+use starling_proto::id_table::IdTable;
 use starling_proto::ObjectId;
 
 use super::files::Files;
@@ -16,9 +16,10 @@ use super::files::Files;
 /// The values the head holds, in memory or spilled.
 #[derive(Default)]
 pub(crate) struct HeadValues {
-    memory: HashMap<ObjectId, Vec<u8>>,
+    /// Boxed slices, not vectors: a program may keep a million small results alive.
+    memory: IdTable<ObjectId, Box<[u8]>>,
     memory_bytes: u64,
-    spilled: HashMap<ObjectId, u64>,
+    spilled: IdTable<ObjectId, u64>,
     spilled_bytes: u64,
     /// `None`: no budget (everything in memory).
     spill: Option<Spill>,
@@ -33,7 +34,7 @@ struct Spill {
 /// Where a value is.
 pub(crate) enum Held<'a> {
     /// In memory.
-    Memory(&'a Vec<u8>),
+    Memory(&'a [u8]),
     /// On the head's disk: its size.
     Spilled(u64),
 }
@@ -65,7 +66,7 @@ impl HeadValues {
             }
         }
         self.memory_bytes += len;
-        if let Some(old) = self.memory.insert(object, bytes) {
+        if let Some(old) = self.memory.insert(object, bytes.into_boxed_slice()) {
             self.memory_bytes -= old.len() as u64;
         }
     }
@@ -80,7 +81,7 @@ impl HeadValues {
     /// The value, to send after the lock is released.
     pub(crate) fn owned(&self, object: &ObjectId) -> Option<Owned> {
         match self.get(object)? {
-            Held::Memory(v) => Some(Owned::Bytes(v.clone())),
+            Held::Memory(v) => Some(Owned::Bytes(v.to_vec())),
             Held::Spilled(_) => {
                 let s = self.spill.as_ref()?;
                 Some(Owned::File(
