@@ -163,8 +163,21 @@ pub fn on_submit(core: &mut Core, t: &mut impl Transport, spec: TaskSpec) {
 }
 
 /// [`on_submit`] for a spec that is already shared.
-pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, spec: Arc<TaskSpec>) {
+pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<TaskSpec>) {
     core.stats.submitted += 1;
+    // A nested ref to an object that does not exist now (gone already, or an id not made yet)
+    // holds nothing: it is dropped from the spec, so what the task gives back when it ends (its
+    // task and lineage references) is exactly what it took here, even if the id comes to life
+    // later.
+    if spec.contained.iter().any(|o| !core.objects.contains_key(o)) {
+        let s = Arc::make_mut(&mut spec);
+        s.contained = s
+            .contained
+            .iter()
+            .copied()
+            .filter(|o| core.objects.contains_key(o))
+            .collect();
+    }
     let id = spec.id;
     let returns = spec.return_count();
     for ret in spec.return_objects() {

@@ -1066,6 +1066,31 @@ fn a_ref_nested_in_an_argument_is_kept_but_not_waited_for() {
 }
 
 #[test]
+fn a_nested_ref_to_an_object_not_there_at_submit_holds_nothing_later() {
+    for lineage in [false, true] {
+        let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
+        if lineage {
+            c = c.with_lineage();
+        }
+        // T1 carries refs to 100 (not made yet) and to itself; then 100 is put.
+        let mut t1 = task(1, vec![]);
+        t1.contained = Box::new([ObjectId(100), ObjectId(1)]);
+        c.submit(t1);
+        on_put(&mut c.core, ObjectId(100), N1, 8);
+        c.dispatch();
+        c.succeed(1);
+        assert!(c.object(100).is_some(), "100 is untouched by T1's end");
+        assert_eq!(c.release(1), [Sent::Free(ObjectId(1), Some(N1))]);
+        assert_eq!(
+            c.release(100),
+            [Sent::Free(ObjectId(100), Some(N1))],
+            "100 goes with its own handle, once"
+        );
+        assert_eq!(c.core.object_count(), 0, "lineage {lineage}");
+    }
+}
+
+#[test]
 fn a_result_holding_refs_made_by_its_task_keeps_them_until_it_goes() {
     let mut c = Cluster::new().with_node(1, ResourceSet::cpus(1.0), [1]);
     c.submit(task(1, vec![]));
