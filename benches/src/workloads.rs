@@ -140,7 +140,7 @@ struct Args {
     /// Tasks queued at once in many_queued.
     #[arg(long, default_value_t = 1_000_000)]
     n_queued: usize,
-    /// Memory for the scheduler's task events, in bytes (default: the runtime's, 64 MiB; 0
+    /// Memory for the scheduler's task events, in bytes (default: the runtime's, 16 MiB; 0
     /// keeps none: what recording them costs, side by side).
     #[arg(long)]
     task_events: Option<usize>,

@@ -63,7 +63,7 @@ pub struct HeadArgs {
     /// Memory for task events (one record per task attempt, read by `starling list tasks`,
     /// `summary` and `timeline`); past it the oldest are dropped. 0 keeps none. Accepts K, M,
     /// G suffixes.
-    #[arg(long, value_name = "BYTES", value_parser = crate::parse::bytes, default_value = "64M")]
+    #[arg(long, value_name = "BYTES", value_parser = crate::parse::bytes, default_value = "16M")]
     task_events: u64,
     /// Port of the web dashboard and Prometheus `/metrics` (on --bind, behind the cluster
     /// token; TLS with --tls-cert); 0 picks a free one. Its URL is logged and written to

@@ -7,7 +7,7 @@
 //! ([`TaskStatus`]: pending its arguments, pending a node, running, finished, failed), where it
 //! ran, when it reached each state, and why it failed. A retried task has one record per
 //! attempt. The scheduler keeps the latest records within a bound in bytes (the head's
-//! `--task-events`, 64 MiB by default: about half a million attempts); older ones are dropped
+//! `--task-events`, 16 MiB by default: about 170,000 attempts); older ones are dropped
 //! and counted.
 //!
 //! Listings are consistent with what the caller has read: a task whose value it got is

@@ -6,7 +6,8 @@
 //! (a table doubles when it is seven-eighths full, so it is between 44 % and 88 % full), plus a
 //! control byte; a page of consecutive ids is full while its ids are live, so a million queued
 //! tasks take about half the memory, and lookups of ids made one after another touch the same
-//! few cache lines. A page is freed when its last entry goes.
+//! few cache lines. A page is freed when its last entry goes (the last one emptied is kept for
+//! the next page needed).
 //!
 //! The cost is for ids that are not in runs: a page holds room for [`PAGE`] entries however
 //! few of its ids are live (a session that keeps one object of each run of [`PAGE`] alive pays
@@ -67,6 +68,9 @@ impl<V> Page<V> {
 /// A map from ids to `V`, paged by runs of ids; see the module docs.
 pub struct IdTable<K, V> {
     pages: IdMap<u64, Box<Page<V>>>,
+    /// The last page emptied (all its slots `None`), reused by the next page made: a table
+    /// that holds one entry at a time (a driver's round trips) allocates no page per entry.
+    spare: Option<Box<Page<V>>>,
     len: usize,
     _key: std::marker::PhantomData<K>,
 }
@@ -75,6 +79,7 @@ impl<K, V> Default for IdTable<K, V> {
     fn default() -> Self {
         IdTable {
             pages: IdMap::default(),
+            spare: None,
             len: 0,
             _key: std::marker::PhantomData,
         }
@@ -127,7 +132,11 @@ impl<K: TableId, V> IdTable<K, V> {
     /// Sets the entry of `id`; returns the one it replaced.
     pub fn insert(&mut self, id: K, value: V) -> Option<V> {
         let (page, at) = split(id.number());
-        let p = self.pages.entry(page).or_insert_with(Page::new);
+        let spare = &mut self.spare;
+        let p = self
+            .pages
+            .entry(page)
+            .or_insert_with(|| spare.take().unwrap_or_else(Page::new));
         let old = p.slots[at].replace(value);
         if old.is_none() {
             p.live += 1;
@@ -139,7 +148,11 @@ impl<K: TableId, V> IdTable<K, V> {
     /// The entry of `id`, made with `make` if it has none.
     pub fn get_or_insert_with(&mut self, id: K, make: impl FnOnce() -> V) -> &mut V {
         let (page, at) = split(id.number());
-        let p = self.pages.entry(page).or_insert_with(Page::new);
+        let spare = &mut self.spare;
+        let p = self
+            .pages
+            .entry(page)
+            .or_insert_with(|| spare.take().unwrap_or_else(Page::new));
         let slot = &mut p.slots[at];
         if slot.is_none() {
             p.live += 1;
@@ -156,7 +169,10 @@ impl<K: TableId, V> IdTable<K, V> {
         p.live -= 1;
         self.len -= 1;
         if p.live == 0 {
-            self.pages.remove(&page);
+            let emptied = self.pages.remove(&page);
+            if self.spare.is_none() {
+                self.spare = emptied;
+            }
         }
         Some(old)
     }
@@ -262,6 +278,13 @@ mod tests {
         }
         assert!(t.is_empty());
         assert!(t.pages.is_empty(), "a page goes with its last entry");
+        assert!(t.spare.is_some(), "and one is kept for the next");
+        t.insert(TaskId(1000), 1);
+        assert!(t.spare.is_none(), "the kept page is used again");
+        assert_eq!(
+            t.iter().map(|(k, v)| (k.0, *v)).collect::<Vec<_>>(),
+            vec![(1000, 1)]
+        );
     }
 
     #[test]

@@ -171,9 +171,10 @@ pub fn error_type(kind: &FailureKind) -> &str {
 }
 
 impl TaskEvents {
-    /// The default bound: 64 MiB, about 550,000 records (a 1,000,000-task run keeps its
-    /// latest half-million attempts).
-    pub const DEFAULT_CAP: usize = 64 << 20;
+    /// The default bound: 16 MiB, about 170,000 records (Ray's GCS keeps 100,000 tasks by
+    /// default). A run of a million tasks keeps its latest 170,000 attempts, and the bound is
+    /// most of what the records cost it (16 bytes a task of its peak memory, not 67).
+    pub const DEFAULT_CAP: usize = 16 << 20;
 
     /// A store of at most `cap` bytes (0: keeps nothing).
     pub fn with_cap(cap: usize) -> Self {

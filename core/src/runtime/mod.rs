@@ -159,7 +159,7 @@ impl Config {
     }
 
     /// Memory for task events (one record per task attempt, read by [`crate::state`]) in the
-    /// in-process runtime or a local cluster's head (default 64 MiB, about 550,000 attempts;
+    /// in-process runtime or a local cluster's head (default 16 MiB, about 170,000 attempts;
     /// past it the oldest are dropped; 0 keeps none). A remote head has its own (`starling
     /// head --task-events`).
     pub fn task_events(mut self, bytes: usize) -> Self {

@@ -96,6 +96,44 @@ impl ClientConn {
     }
 }
 
+/// The sessions an object's value is sent to when it settles: nearly always one (its
+/// submitter), kept inline, so a queued task costs no allocation for it.
+pub(crate) enum Subscribers {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Default for Subscribers {
+    fn default() -> Self {
+        Subscribers::Many(Vec::new())
+    }
+}
+
+impl Subscribers {
+    pub(crate) fn push(&mut self, session: u64) {
+        match self {
+            Subscribers::Many(v) if v.is_empty() => *self = Subscribers::One(session),
+            Subscribers::Many(v) => v.push(session),
+            Subscribers::One(first) => *self = Subscribers::Many(vec![*first, session]),
+        }
+    }
+
+    pub(crate) fn remove(&mut self, session: u64) {
+        match self {
+            Subscribers::One(s) if *s == session => *self = Subscribers::Many(Vec::new()),
+            Subscribers::One(_) => {}
+            Subscribers::Many(v) => v.retain(|s| *s != session),
+        }
+    }
+
+    pub(crate) fn sessions(&self) -> &[u64] {
+        match self {
+            Subscribers::One(s) => std::slice::from_ref(s),
+            Subscribers::Many(v) => v,
+        }
+    }
+}
+
 pub(crate) struct NodeConn {
     tx: NodeTx,
     out: Vec<HeadToNodeOp>,
@@ -128,7 +166,7 @@ pub(crate) struct Outbox {
     pub failures: HashMap<ObjectId, Arc<TaskFailure>>,
     /// The last task failure of each job with a driver (see [`Transport::task_failed`]).
     pub last_failure: HashMap<JobId, Arc<TaskFailure>>,
-    pub subscribers: IdTable<ObjectId, Vec<u64>>,
+    pub subscribers: IdTable<ObjectId, Subscribers>,
     /// Where the job table's writes go (`None`: a table in memory only).
     pub job_files: Option<JobFiles>,
     dirty_clients: Vec<u64>,
@@ -208,8 +246,8 @@ impl Outbox {
             return;
         };
         if let Some(v) = self.value_of(object) {
-            for c in subs {
-                self.queue_client(c, HeadOp::Value(v.clone()));
+            for c in subs.sessions() {
+                self.queue_client(*c, HeadOp::Value(v.clone()));
             }
         }
     }
@@ -1358,7 +1396,7 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
                 // The submitter gets the result pushed when it settles (no request needed).
                 st.out
                     .subscribers
-                    .get_or_insert_with(ret, Vec::new)
+                    .get_or_insert_with(ret, Subscribers::default)
                     .push(client);
             }
             reactor::on_submit(&mut st.core, &mut st.out, spec);
@@ -1399,8 +1437,8 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
                     // It holds no ref to the object any more: its value is not sent there when
                     // it settles (a task that returned the ref of a child it submitted, say).
                     if let Some(subs) = st.out.subscribers.get_mut(&object) {
-                        subs.retain(|c| *c != client);
-                        if subs.is_empty() {
+                        subs.remove(client);
+                        if subs.sessions().is_empty() {
                             st.out.subscribers.remove(&object);
                         }
                     }
@@ -1528,7 +1566,7 @@ pub(crate) fn subscribe(st: &mut State, client: u64, object: ObjectId) {
         None if st.core.object_state(object).is_some() => st
             .out
             .subscribers
-            .get_or_insert_with(object, Vec::new)
+            .get_or_insert_with(object, Subscribers::default)
             .push(client),
         None => {
             let failure = TaskFailure {
