@@ -276,8 +276,9 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
         // A sync actor runs its calls one at a time: a call behind another runs once that
         // one ends (see `reactor::started_next`).
         if a.running == 0 || a.options.max_concurrency > 0 {
-            core.events
-                .running(entry.spec.job, entry.event, node, worker);
+            entry.started =
+                core.events
+                    .running(entry.spec.job, entry.event, node, worker, entry.started);
         } else {
             core.events
                 .assigned(entry.spec.job, entry.event, node, worker);
@@ -524,7 +525,7 @@ pub(crate) fn on_worker_lost(
                 crate::reactor::retried(core, *task, next, FailureKind::WorkerDied { exit });
                 let e = core.tasks.get_mut(task).expect("present");
                 e.state = TaskState::Queued;
-                core.events.ready(e.spec.job, e.event);
+                e.started = core.events.ready(e.spec.job, e.event);
                 again.push(*task);
             }
             Some(_) => failed.push(*task),

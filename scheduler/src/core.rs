@@ -51,8 +51,10 @@ pub(crate) struct TaskEntry {
     /// The number of its current attempt's record in its job's ring of task events
     /// ([`crate::events`]).
     pub event: u64,
-    /// When its current attempt started running (microseconds since the Unix epoch; 0: not
-    /// yet, or no record kept), as its record says: the end's run time is taken from here.
+    /// When its current attempt started running (microseconds since the Unix epoch), as its
+    /// record says: the end's run time is taken from here. Before it runs: when it became
+    /// ready, flagged ([`crate::events::TaskEvents::waiting_since`]), so marking it running
+    /// need not read its record; 0: neither known, or no record kept.
     pub started: u64,
 }
 

@@ -287,6 +287,11 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<Task
         core.children.entry(parent).or_default().push(id);
     }
     let event = core.events.open(&spec, missing == 0);
+    let started = if missing == 0 {
+        core.events.opened_ready(event)
+    } else {
+        0
+    };
     core.tasks.insert(
         id,
         TaskEntry {
@@ -294,7 +299,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<Task
             state,
             class,
             event,
-            started: 0,
+            started,
         },
     );
     core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
@@ -454,7 +459,7 @@ fn requeue(core: &mut Core, t: &mut impl Transport, task: TaskId) {
         core.events.waiting(entry.spec.job, entry.event);
     } else {
         entry.state = TaskState::Queued;
-        core.events.ready(entry.spec.job, entry.event);
+        entry.started = core.events.ready(entry.spec.job, entry.event);
         core.classes[class].queue.push_back(task);
     }
 }
@@ -576,7 +581,10 @@ fn started_next(core: &mut Core, worker: WorkerId) {
     };
     let node = core.nodes[w.node].id;
     if let Some(e) = core.tasks.get_mut(next) {
-        if let Some(at) = core.events.started(e.spec.job, e.event, node, worker) {
+        if let Some(at) = core
+            .events
+            .started(e.spec.job, e.event, node, worker, e.started)
+        {
             e.started = at;
         }
     }
@@ -772,7 +780,7 @@ fn next_attempt(core: &mut Core, task: TaskId, spec: &TaskSpec, kind: FailureKin
     retried(core, task, next, kind);
     let e = core.tasks.get_mut(&task).expect("present");
     e.state = TaskState::Queued;
-    core.events.ready(e.spec.job, e.event);
+    e.started = core.events.ready(e.spec.job, e.event);
     e.class as usize
 }
 
@@ -878,7 +886,7 @@ fn settle_value(
                 *n -= 1;
                 if *n == 0 {
                     e.state = TaskState::Queued;
-                    core.events.ready(e.spec.job, e.event);
+                    e.started = core.events.ready(e.spec.job, e.event);
                     core.classes[e.class as usize].queue.push_back(d);
                 }
             }
@@ -1258,9 +1266,9 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
         node: node.id,
         worker,
     };
-    entry.started = core
-        .events
-        .running(entry.spec.job, entry.event, node.id, worker);
+    entry.started =
+        core.events
+            .running(entry.spec.job, entry.event, node.id, worker, entry.started);
     let w = core
         .workers
         .get_mut(&worker)
@@ -1341,9 +1349,9 @@ fn join_concurrent(core: &mut Core, t: &mut impl Transport, class: usize, task: 
         node: node.id,
         worker,
     };
-    entry.started = core
-        .events
-        .running(entry.spec.job, entry.event, node.id, worker);
+    entry.started =
+        core.events
+            .running(entry.spec.job, entry.event, node.id, worker, entry.started);
     t.dispatch(node.id, worker, &entry.spec, &[]);
     true
 }
@@ -1819,6 +1827,11 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
             TaskState::WaitingForDependencies(missing)
         };
         let event = core.events.open(&spec, missing == 0);
+        let started = if missing == 0 {
+            core.events.opened_ready(event)
+        } else {
+            0
+        };
         core.tasks.insert(
             task,
             TaskEntry {
@@ -1826,7 +1839,7 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
                 state,
                 class,
                 event,
-                started: 0,
+                started,
             },
         );
         core.stats.peak_live = core.stats.peak_live.max(core.tasks.len() as u64);
