@@ -133,11 +133,11 @@ pub enum Lookup {
     Pending,
 }
 
-/// 16 bytes: the wakers of a pending entry are boxed (only a waited-on object has them), so a
-/// store holding a million values pays 8 bytes less for each, about twice over (a table's
-/// slack).
+/// 16 bytes: the wakers of a pending entry are a boxed slice (only a waited-on object has
+/// them, rarely more than one), so a store holding a million values pays 8 bytes less for
+/// each, about twice over (a table's slack).
 enum Slot {
-    Pending(Box<Vec<Waker>>),
+    Pending(Box<[Waker]>),
     Ready(Blob),
     Failed(Arc<TaskFailure>),
 }
@@ -192,7 +192,7 @@ impl ObjectStore {
                     let Slot::Pending(w) = std::mem::replace(slot, Slot::Ready(value)) else {
                         unreachable!()
                     };
-                    *w
+                    w.into_vec()
                 }
                 Some(_) => return false,
                 None => {
@@ -216,7 +216,7 @@ impl ObjectStore {
                     let Slot::Pending(w) = std::mem::replace(slot, Slot::Failed(failure)) else {
                         unreachable!()
                     };
-                    *w
+                    w.into_vec()
                 }
                 Some(_) => return,
                 None => {
@@ -239,14 +239,16 @@ impl ObjectStore {
             Some(Slot::Pending(w)) => {
                 if let Some(waker) = waker {
                     if !w.iter().any(|x| x.will_wake(waker)) {
-                        w.push(waker.clone());
+                        let mut more = std::mem::take(w).into_vec();
+                        more.push(waker.clone());
+                        *w = more.into_boxed_slice();
                     }
                 }
                 Lookup::Pending
             }
             None => {
                 if let Some(waker) = waker {
-                    shard.insert(id, Slot::Pending(Box::new(vec![waker.clone()])));
+                    shard.insert(id, Slot::Pending(Box::new([waker.clone()])));
                 }
                 Lookup::Pending
             }
@@ -271,7 +273,7 @@ impl ObjectStore {
                 true
             }
             Some(Slot::Pending(w)) => {
-                w.into_iter().for_each(Waker::wake);
+                w.into_vec().into_iter().for_each(Waker::wake);
                 false
             }
             Some(Slot::Failed(_)) => true,
