@@ -1,5 +1,5 @@
 //! [`IdTable`]: a map from ids to entries for ids that are handed out in runs, as task and
-//! object ids are (a session counts its ids up, see [`crate::ids`]).
+//! object ids are (a session counts its ids up, see [`crate::SESSION_SHIFT`]).
 //!
 //! Entries live in pages of [`PAGE`] consecutive ids, and a hash map finds a page by the id's
 //! high bits. A hash map of entries costs each entry's size about twice over at its usual load
