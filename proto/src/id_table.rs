@@ -16,39 +16,16 @@
 use std::fmt;
 
 use crate::hash::IdMap;
-use crate::ids::{ObjectId, TaskId};
 
 /// Consecutive ids per page.
 pub const PAGE: usize = 32;
 
-/// An id an [`IdTable`] can hold: a `u64` number.
+/// An id an [`IdTable`] can hold: a `u64` number (every id type of this crate is one).
 pub trait TableId: Copy {
     /// The number.
     fn number(self) -> u64;
     /// The id of a number.
     fn of(number: u64) -> Self;
-}
-
-impl TableId for TaskId {
-    #[inline]
-    fn number(self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn of(number: u64) -> Self {
-        TaskId(number)
-    }
-}
-
-impl TableId for ObjectId {
-    #[inline]
-    fn number(self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn of(number: u64) -> Self {
-        ObjectId(number)
-    }
 }
 
 struct Page<V> {
@@ -89,6 +66,17 @@ impl<K, V> Default for IdTable<K, V> {
 #[inline]
 fn split(n: u64) -> (u64, usize) {
     (n / PAGE as u64, (n % PAGE as u64) as usize)
+}
+
+/// Page number `page` of `pages`, made (or the kept `spare` used) if it has none.
+fn page_for<'a, V>(
+    pages: &'a mut IdMap<u64, Box<Page<V>>>,
+    spare: &mut Option<Box<Page<V>>>,
+    page: u64,
+) -> &'a mut Page<V> {
+    pages
+        .entry(page)
+        .or_insert_with(|| spare.take().unwrap_or_else(Page::new))
 }
 
 impl<K: TableId, V> IdTable<K, V> {
@@ -132,11 +120,7 @@ impl<K: TableId, V> IdTable<K, V> {
     /// Sets the entry of `id`; returns the one it replaced.
     pub fn insert(&mut self, id: K, value: V) -> Option<V> {
         let (page, at) = split(id.number());
-        let spare = &mut self.spare;
-        let p = self
-            .pages
-            .entry(page)
-            .or_insert_with(|| spare.take().unwrap_or_else(Page::new));
+        let p = page_for(&mut self.pages, &mut self.spare, page);
         let old = p.slots[at].replace(value);
         if old.is_none() {
             p.live += 1;
@@ -148,11 +132,7 @@ impl<K: TableId, V> IdTable<K, V> {
     /// The entry of `id`, made with `make` if it has none.
     pub fn get_or_insert_with(&mut self, id: K, make: impl FnOnce() -> V) -> &mut V {
         let (page, at) = split(id.number());
-        let spare = &mut self.spare;
-        let p = self
-            .pages
-            .entry(page)
-            .or_insert_with(|| spare.take().unwrap_or_else(Page::new));
+        let p = page_for(&mut self.pages, &mut self.spare, page);
         let slot = &mut p.slots[at];
         if slot.is_none() {
             p.live += 1;
@@ -233,6 +213,7 @@ impl<K: TableId + fmt::Debug, V: fmt::Debug> fmt::Debug for IdTable<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{ObjectId, TaskId};
 
     #[test]
     fn entries_come_and_go_and_pages_with_them() {

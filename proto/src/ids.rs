@@ -44,6 +44,17 @@ macro_rules! define_id_type {
                 Self(v)
             }
         }
+
+        impl crate::id_table::TableId for $name {
+            #[inline]
+            fn number(self) -> u64 {
+                self.0
+            }
+            #[inline]
+            fn of(number: u64) -> Self {
+                Self(number)
+            }
+        }
     };
 }
 
