@@ -170,13 +170,6 @@ impl<K: TableId, V> IdTable<K, V> {
     pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
         self.pages.values().flat_map(|p| p.slots.iter().flatten())
     }
-
-    /// Every entry, to change, in no particular order.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> + '_ {
-        self.pages
-            .values_mut()
-            .flat_map(|p| p.slots.iter_mut().flatten())
-    }
 }
 
 impl<K: TableId + 'static, V: 'static> IntoIterator for IdTable<K, V> {
@@ -246,8 +239,8 @@ mod tests {
             ]
         );
         assert_eq!(t.values().count(), ids.len());
-        for v in t.values_mut() {
-            *v = 0;
+        for id in ids {
+            *t.get_mut(&TaskId(id)).unwrap() = 0;
         }
         assert!(t.values().all(|v| *v == 0));
         *t.get_or_insert_with(TaskId(64), || 7) += 1;

@@ -485,10 +485,11 @@ impl TaskEvents {
         }
     }
 
-    /// [`TaskEvents::waiting_since`] of the batch's time for an attempt just opened ready
-    /// (`seq` from [`TaskEvents::open`]), or 0 if no record is kept.
-    pub(crate) fn opened_ready(&mut self, seq: u64) -> u64 {
-        if seq == NO_RECORD {
+    /// What the task entry of an attempt just opened (`seq` from [`TaskEvents::open`], with the
+    /// same `ready`) keeps: [`TaskEvents::waiting_since`] of the batch's time if it is ready,
+    /// else 0 (as when no record is kept).
+    pub(crate) fn opened(&mut self, seq: u64, ready: bool) -> u64 {
+        if seq == NO_RECORD || !ready {
             return 0;
         }
         let now = self.now();

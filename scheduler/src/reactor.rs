@@ -287,11 +287,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<Task
         core.children.entry(parent).or_default().push(id);
     }
     let event = core.events.open(&spec, missing == 0);
-    let started = if missing == 0 {
-        core.events.opened_ready(event)
-    } else {
-        0
-    };
+    let started = core.events.opened(event, missing == 0);
     core.tasks.insert(
         id,
         TaskEntry {
@@ -1827,11 +1823,7 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
             TaskState::WaitingForDependencies(missing)
         };
         let event = core.events.open(&spec, missing == 0);
-        let started = if missing == 0 {
-            core.events.opened_ready(event)
-        } else {
-            0
-        };
+        let started = core.events.opened(event, missing == 0);
         core.tasks.insert(
             task,
             TaskEntry {
