@@ -35,8 +35,8 @@ pub use ids::{
 };
 pub use resources::{check_gpu_ids, is_gpu_id, ResourceSet, RESOURCE_SCALE};
 pub use task::{
-    ActorOptions, ActorRole, EnvId, FailureKind, FunctionName, RemoteError, SchedulingStrategy,
-    TaskArg, TaskEnv, TaskFailure, TaskSpec, RESERVED_ENV_PREFIX,
+    ActorOptions, ActorRole, EnvId, Extras, FailureKind, FunctionName, RemoteError,
+    SchedulingStrategy, TaskArg, TaskEnv, TaskExtras, TaskFailure, TaskSpec, RESERVED_ENV_PREFIX,
 };
 
 /// The generated protobuf messages (committed: see `tests/generated.rs`). Private: every other

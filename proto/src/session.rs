@@ -227,7 +227,7 @@ fn spec_size(t: &TaskSpec) -> usize {
     OVERHEAD
         + t.function.len()
         + args
-        + 10 * t.contained.len()
+        + 10 * t.extras.contained.len()
         + t.resources
             .iter_units()
             .map(|(n, _)| n.len() + 16)

@@ -331,6 +331,10 @@ impl ActorRole {
 }
 
 /// Everything the scheduler needs to know about a task. Arguments are opaque bytes.
+///
+/// What every task sets is inline; the options a plain task leaves at their defaults are in
+/// [`TaskSpec::extras`], one pointer that is absent when all of them are (a queued task's spec
+/// is then about half the size: a million queued tasks hold a million specs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskSpec {
     /// The task; its return object has the same number.
@@ -343,14 +347,6 @@ pub struct TaskSpec {
     pub resources: ResourceSet,
     /// How many times a failed run may be retried.
     pub max_retries: u32,
-    /// Whether an application error (panic or `Err`) is retried, not only a lost worker.
-    pub retry_exceptions: bool,
-    /// With `retry_exceptions`, the error types retried ([`RemoteError::type_name`]s, as
-    /// `std::any::type_name` writes them, or `"panic"`); empty: every error (Ray's
-    /// `retry_exceptions=[..]` filter).
-    pub retry_on: Vec<Arc<str>>,
-    /// Placement policy.
-    pub strategy: SchedulingStrategy,
     /// Which run this is: 0 for the first, 1 for the first retry, ...
     pub attempt: u32,
     /// The job (driver program) the task belongs to: only that job's workers, which run its
@@ -359,10 +355,26 @@ pub struct TaskSpec {
     /// The task whose code submitted this one (`None`: a driver, or a thread the task did not
     /// run on). Cancelling a task cancels the tasks it submitted that have not finished.
     pub parent: Option<TaskId>,
+    /// Everything else: read through it as a [`TaskExtras`], change it with
+    /// [`Extras::make_mut`].
+    pub extras: Extras,
+}
+
+/// The options of a task that a plain task leaves at their defaults (see [`Extras`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskExtras {
+    /// Whether an application error (panic or `Err`) is retried, not only a lost worker.
+    pub retry_exceptions: bool,
+    /// With `retry_exceptions`, the error types retried ([`RemoteError::type_name`]s, as
+    /// `std::any::type_name` writes them, or `"panic"`); empty: every error (Ray's
+    /// `retry_exceptions=[..]` filter).
+    pub retry_on: Vec<Arc<str>>,
+    /// Placement policy.
+    pub strategy: SchedulingStrategy,
     /// Objects whose `ObjectRef`s are nested inside the inline arguments (a `Vec<ObjectRef<T>>`
     /// argument, a struct holding refs): they stay alive while the task (or its lineage) does,
     /// but the task does not wait for them, as in Ray.
-    pub contained: Box<[ObjectId]>,
+    pub contained: Vec<ObjectId>,
     /// How many objects the task returns (0 or 1: one, the task's own id; `n`: the ids
     /// `id .. id + n`, each its own object), as Ray's `num_returns`.
     pub returns: u32,
@@ -384,6 +396,86 @@ pub struct TaskSpec {
     pub actor: ActorRole,
 }
 
+/// What [`Extras`] reads as when it holds nothing.
+static DEFAULT_EXTRAS: TaskExtras = TaskExtras {
+    retry_exceptions: false,
+    retry_on: Vec::new(),
+    strategy: SchedulingStrategy::Default,
+    contained: Vec::new(),
+    returns: 0,
+    streaming: false,
+    backpressure: 0,
+    max_concurrency: 0,
+    env: TaskEnv(None),
+    actor: ActorRole::None,
+};
+
+impl TaskExtras {
+    /// Whether every option is at its default (a count of 1 is the same as 0 for `returns` and
+    /// `max_concurrency`).
+    pub fn is_default(&self) -> bool {
+        !self.retry_exceptions
+            && self.retry_on.is_empty()
+            && self.strategy == SchedulingStrategy::Default
+            && self.contained.is_empty()
+            && self.returns <= 1
+            && !self.streaming
+            && self.backpressure == 0
+            && self.max_concurrency <= 1
+            && self.env.is_empty()
+            && self.actor == ActorRole::None
+    }
+}
+
+/// A task's [`TaskExtras`] behind one pointer, which is absent while every option is at its
+/// default. It reads as a `TaskExtras` (`spec.extras.streaming`); [`Extras::make_mut`] changes
+/// it.
+#[derive(Clone, Default)]
+pub struct Extras(Option<Box<TaskExtras>>);
+
+impl Extras {
+    /// These options; nothing is allocated when all are at their defaults.
+    pub fn new(extras: TaskExtras) -> Self {
+        if extras.is_default() {
+            Extras(None)
+        } else {
+            Extras(Some(Box::new(extras)))
+        }
+    }
+
+    /// The options, to change (allocated if the task had none).
+    pub fn make_mut(&mut self) -> &mut TaskExtras {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl From<TaskExtras> for Extras {
+    fn from(extras: TaskExtras) -> Self {
+        Extras::new(extras)
+    }
+}
+
+impl std::ops::Deref for Extras {
+    type Target = TaskExtras;
+
+    #[inline]
+    fn deref(&self) -> &TaskExtras {
+        self.0.as_deref().unwrap_or(&DEFAULT_EXTRAS)
+    }
+}
+
+impl PartialEq for Extras {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl fmt::Debug for Extras {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
 impl TaskSpec {
     /// The (first) object this task returns.
     #[inline]
@@ -394,7 +486,7 @@ impl TaskSpec {
     /// How many objects the task returns (at least one).
     #[inline]
     pub fn return_count(&self) -> u32 {
-        self.returns.max(1)
+        self.extras.returns.max(1)
     }
 
     /// Every object this task returns, in order: the task's own id, then the ids after it.
@@ -406,8 +498,9 @@ impl TaskSpec {
     /// Whether a run that failed with `error` may run again (if it has retries left): only
     /// with `retry_exceptions`, and then only for the types in `retry_on` if it names any.
     pub fn retries_error(&self, error: &RemoteError) -> bool {
-        self.retry_exceptions
-            && (self.retry_on.is_empty() || self.retry_on.iter().any(|t| **t == *error.type_name))
+        let x = &*self.extras;
+        x.retry_exceptions
+            && (x.retry_on.is_empty() || x.retry_on.iter().any(|t| **t == *error.type_name))
     }
 
     /// The objects this task waits for, in argument order (may repeat).
@@ -421,7 +514,8 @@ impl TaskSpec {
     /// Every object the task refers to: its dependencies, then the objects nested in its inline
     /// arguments. Each is counted once per occurrence while the task lives.
     pub fn references(&self) -> impl Iterator<Item = ObjectId> + '_ {
-        self.dependencies().chain(self.contained.iter().copied())
+        self.dependencies()
+            .chain(self.extras.contained.iter().copied())
     }
 }
 
@@ -623,5 +717,29 @@ mod env_tests {
         }
         let own = env(&[("STARLING_JOB_ID", "7")]).check().unwrap_err();
         assert!(own.contains("Starling's own"), "{own}");
+    }
+
+    #[test]
+    fn default_options_take_no_allocation_and_read_as_defaults() {
+        let plain = Extras::new(TaskExtras {
+            // One return and one call at a time are the defaults, spelled out.
+            returns: 1,
+            max_concurrency: 1,
+            ..TaskExtras::default()
+        });
+        assert!(plain.0.is_none());
+        assert_eq!(*plain, TaskExtras::default());
+        assert_eq!(plain, Extras::default());
+        let streaming = Extras::new(TaskExtras {
+            streaming: true,
+            ..TaskExtras::default()
+        });
+        assert!(streaming.streaming);
+        assert_ne!(streaming, plain);
+        let mut changed = Extras::default();
+        changed.make_mut().actor = ActorRole::Call(TaskId(3));
+        assert_eq!(changed.actor.actor(TaskId(9)), Some(TaskId(3)));
+        // The spec of a plain task: the options it leaves alone cost one pointer.
+        assert!(std::mem::size_of::<TaskSpec>() <= 136, "{}", std::mem::size_of::<TaskSpec>());
     }
 }

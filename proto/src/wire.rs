@@ -9,8 +9,8 @@ use std::sync::Arc;
 use prost::Message;
 
 use crate::{
-    pb, ActorOptions, ActorRole, FailureKind, JobId, NodeId, ObjectId, RemoteError, ResourceSet,
-    SchedulingStrategy, TaskArg, TaskEnv, TaskFailure, TaskId, TaskSpec,
+    pb, ActorOptions, ActorRole, Extras, FailureKind, JobId, NodeId, ObjectId, RemoteError,
+    ResourceSet, SchedulingStrategy, TaskArg, TaskEnv, TaskExtras, TaskFailure, TaskId, TaskSpec,
 };
 
 /// Bytes that do not decode into the expected message.
@@ -64,7 +64,8 @@ impl From<&TaskSpec> for pb::TaskSpec {
 impl From<TaskSpec> for pb::TaskSpec {
     fn from(t: TaskSpec) -> Self {
         use pb::scheduling_strategy::Kind;
-        let strategy = match t.strategy {
+        let x = &*t.extras;
+        let strategy = match x.strategy {
             SchedulingStrategy::Default => Kind::Default(true),
             SchedulingStrategy::Spread => Kind::Spread(true),
             SchedulingStrategy::NodeAffinity { node, soft } => {
@@ -86,21 +87,21 @@ impl From<TaskSpec> for pb::TaskSpec {
                 .collect(),
             resources: Some((&t.resources).into()),
             max_retries: t.max_retries,
-            retry_exceptions: t.retry_exceptions,
+            retry_exceptions: x.retry_exceptions,
             strategy: Some(pb::SchedulingStrategy {
                 kind: Some(strategy),
             }),
             attempt: t.attempt,
             job: t.job.0,
             parent: t.parent.map_or(0, |p| p.0),
-            retry_on: t.retry_on.iter().map(|s| s.to_string()).collect(),
-            contained: t.contained.iter().map(|o| o.0).collect(),
-            returns: t.returns,
-            streaming: t.streaming,
-            backpressure: t.backpressure,
-            max_concurrency: t.max_concurrency,
-            env: env_to_wire(&t.env),
-            actor_create: match &t.actor {
+            retry_on: x.retry_on.iter().map(|s| s.to_string()).collect(),
+            contained: x.contained.iter().map(|o| o.0).collect(),
+            returns: x.returns,
+            streaming: x.streaming,
+            backpressure: x.backpressure,
+            max_concurrency: x.max_concurrency,
+            env: env_to_wire(&x.env),
+            actor_create: match &x.actor {
                 ActorRole::Create(o) => Some(pb::ActorCreate {
                     class_name: o.class_name.clone(),
                     max_restarts: o.max_restarts,
@@ -111,7 +112,7 @@ impl From<TaskSpec> for pb::TaskSpec {
                 }),
                 _ => None,
             },
-            actor_call: match t.actor {
+            actor_call: match x.actor {
                 ActorRole::Call(a) => a.0,
                 _ => 0,
             },
@@ -167,35 +168,37 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
             args,
             resources: t.resources.map(Into::into).unwrap_or_default(),
             max_retries: t.max_retries,
-            retry_exceptions: t.retry_exceptions,
-            strategy,
             attempt: t.attempt,
             job: JobId(t.job),
             parent: (t.parent != 0).then_some(TaskId(t.parent)),
-            retry_on: t.retry_on.into_iter().map(Arc::from).collect(),
-            contained: t.contained.into_iter().map(ObjectId).collect(),
-            returns: t.returns,
-            streaming: t.streaming,
-            backpressure: t.backpressure,
-            max_concurrency: t.max_concurrency,
-            env: env_from_wire(t.env),
-            actor: match (t.actor_create, t.actor_call) {
-                (None, 0) => ActorRole::None,
-                (Some(o), 0) => ActorRole::Create(Arc::new(ActorOptions {
-                    class_name: o.class_name,
-                    max_restarts: o.max_restarts,
-                    max_task_retries: o.max_task_retries,
-                    name: o.name,
-                    detached: o.detached,
-                    max_concurrency: o.max_concurrency,
-                })),
-                (None, a) => ActorRole::Call(TaskId(a)),
-                (Some(_), _) => {
-                    return Err(DecodeError(
-                        "a task that both creates and calls an actor".into(),
-                    ))
-                }
-            },
+            extras: Extras::new(TaskExtras {
+                retry_exceptions: t.retry_exceptions,
+                strategy,
+                retry_on: t.retry_on.into_iter().map(Arc::from).collect(),
+                contained: t.contained.into_iter().map(ObjectId).collect(),
+                returns: t.returns,
+                streaming: t.streaming,
+                backpressure: t.backpressure,
+                max_concurrency: t.max_concurrency,
+                env: env_from_wire(t.env),
+                actor: match (t.actor_create, t.actor_call) {
+                    (None, 0) => ActorRole::None,
+                    (Some(o), 0) => ActorRole::Create(Arc::new(ActorOptions {
+                        class_name: o.class_name,
+                        max_restarts: o.max_restarts,
+                        max_task_retries: o.max_task_retries,
+                        name: o.name,
+                        detached: o.detached,
+                        max_concurrency: o.max_concurrency,
+                    })),
+                    (None, a) => ActorRole::Call(TaskId(a)),
+                    (Some(_), _) => {
+                        return Err(DecodeError(
+                            "a task that both creates and calls an actor".into(),
+                        ))
+                    }
+                },
+            }),
         })
     }
 }
@@ -346,22 +349,24 @@ mod tests {
             args: vec![TaskArg::Inline(vec![1, 2, 3]), TaskArg::Object(ObjectId(3))],
             resources: ResourceSet::cpus(0.5).with("tpu", 1.0),
             max_retries: 3,
-            retry_exceptions: true,
-            strategy: SchedulingStrategy::NodeAffinity {
-                node: NodeId(2),
-                soft: true,
-            },
             attempt: 1,
             job: JobId(4),
             parent: Some(TaskId(3)),
-            retry_on: vec![Arc::from("panic"), Arc::from("my::Error")],
-            contained: Box::new([ObjectId(12), ObjectId(u64::MAX)]),
-            returns: 3,
-            streaming: true,
-            backpressure: 8,
-            max_concurrency: 4,
-            env: TaskEnv::new([("PATH".into(), "/x".into())]),
-            actor: ActorRole::Call(TaskId(3)),
+            extras: Extras::new(TaskExtras {
+                retry_exceptions: true,
+                strategy: SchedulingStrategy::NodeAffinity {
+                    node: NodeId(2),
+                    soft: true,
+                },
+                retry_on: vec![Arc::from("panic"), Arc::from("my::Error")],
+                contained: vec![ObjectId(12), ObjectId(u64::MAX)],
+                returns: 3,
+                streaming: true,
+                backpressure: 8,
+                max_concurrency: 4,
+                env: TaskEnv::new([("PATH".into(), "/x".into())]),
+                actor: ActorRole::Call(TaskId(3)),
+            }),
         }
     }
 
@@ -373,15 +378,16 @@ mod tests {
         assert_eq!(back.function, t.function);
         assert_eq!(back.args, t.args);
         assert_eq!(back.resources, t.resources);
-        assert_eq!(back.strategy, t.strategy);
+        assert_eq!(back.extras.strategy, t.extras.strategy);
         assert_eq!(back.job, JobId(4));
-        assert_eq!(back.retry_on, t.retry_on);
-        assert_eq!(back.contained, t.contained);
-        assert_eq!(back.returns, 3);
+        assert_eq!(back.extras.retry_on, t.extras.retry_on);
+        assert_eq!(back.extras.contained, t.extras.contained);
+        assert_eq!(back.extras.returns, 3);
         assert_eq!(
-            (back.max_retries, back.retry_exceptions, back.attempt),
+            (back.max_retries, back.extras.retry_exceptions, back.attempt),
             (3, true, 1)
         );
+        assert_eq!(back, t);
     }
 
     #[test]

@@ -168,7 +168,7 @@ pub(crate) fn on_create(
     core: &mut Core,
     spec: &Arc<starling_proto::TaskSpec>,
 ) -> Result<(), FailureKind> {
-    let ActorRole::Create(options) = &spec.actor else {
+    let ActorRole::Create(options) = &spec.extras.actor else {
         return Ok(());
     };
     let id = spec.id;
@@ -204,7 +204,7 @@ pub(crate) fn on_create(
 /// The task `spec` calls an actor: it joins the actor's queue, or fails at once if the actor
 /// is dead or unknown.
 pub(crate) fn on_call(core: &mut Core, spec: &starling_proto::TaskSpec) -> Result<(), FailureKind> {
-    let ActorRole::Call(actor) = spec.actor else {
+    let ActorRole::Call(actor) = spec.extras.actor else {
         return Ok(());
     };
     match core.actors.get_mut(&actor) {
@@ -227,7 +227,7 @@ pub(crate) fn on_call(core: &mut Core, spec: &starling_proto::TaskSpec) -> Resul
 
 /// A call is ready (its arguments exist): its actor gets a look in the next [`dispatch`].
 pub(crate) fn call_ready(core: &mut Core, task: TaskId) {
-    if let Some(ActorRole::Call(actor)) = core.tasks.get(&task).map(|e| &e.spec.actor) {
+    if let Some(ActorRole::Call(actor)) = core.tasks.get(&task).map(|e| &e.spec.extras.actor) {
         core.actors_to_dispatch.push(*actor);
     }
 }
@@ -447,7 +447,7 @@ fn release_own_hold(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
 
 /// A detached actor holds its own object from creation on, so it outlives its handles.
 pub(crate) fn hold_if_detached(core: &mut Core, spec: &starling_proto::TaskSpec) {
-    if let ActorRole::Create(o) = &spec.actor {
+    if let ActorRole::Create(o) = &spec.extras.actor {
         if o.detached {
             if let Some(obj) = core.objects.get_mut(&spec.return_object()) {
                 obj.handles += 1;

@@ -89,7 +89,7 @@ impl Pool {
     pub fn of(spec: &TaskSpec) -> Self {
         Pool {
             job: spec.job,
-            env: spec.env.id(),
+            env: spec.extras.env.id(),
         }
     }
 
@@ -588,18 +588,18 @@ impl Core {
             let last = &self.classes[id as usize];
             if last.live
                 && last.resources == spec.resources
-                && last.strategy == spec.strategy
+                && last.strategy == spec.extras.strategy
                 && last.job == spec.job
-                && last.env == spec.env
+                && last.env == spec.extras.env
             {
                 return id;
             }
         }
         let key = (
             spec.resources.clone(),
-            spec.strategy,
+            spec.extras.strategy,
             spec.job,
-            spec.env.id(),
+            spec.extras.env.id(),
         );
         if let Some(c) = self.class_index.get(&key) {
             self.last_class = Some(*c);
@@ -607,9 +607,9 @@ impl Core {
         }
         let class = Class {
             resources: spec.resources.clone(),
-            strategy: spec.strategy,
+            strategy: spec.extras.strategy,
             job: spec.job,
-            env: spec.env.clone(),
+            env: spec.extras.env.clone(),
             queue: VecDeque::new(),
             avg_runtime_us: 0.0,
             live: true,

@@ -307,7 +307,7 @@ impl TaskEvents {
             return NO_RECORD;
         }
         let now = self.now();
-        let (kind, actor) = match &spec.actor {
+        let (kind, actor) = match &spec.extras.actor {
             ActorRole::None => (TaskKind::Normal, TaskId(0)),
             ActorRole::Create(_) => (TaskKind::ActorCreation, spec.id),
             ActorRole::Call(a) => (TaskKind::ActorCall, *a),

@@ -169,14 +169,17 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<Task
     // holds nothing: it is dropped from the spec, so what the task gives back when it ends (its
     // task and lineage references) is exactly what it took here, even if the id comes to life
     // later.
-    if spec.contained.iter().any(|o| !core.objects.contains_key(o)) {
-        let s = Arc::make_mut(&mut spec);
-        s.contained = s
+    if spec
+        .extras
+        .contained
+        .iter()
+        .any(|o| !core.objects.contains_key(o))
+    {
+        Arc::make_mut(&mut spec)
+            .extras
+            .make_mut()
             .contained
-            .iter()
-            .copied()
-            .filter(|o| core.objects.contains_key(o))
-            .collect();
+            .retain(|o| core.objects.contains_key(o));
     }
     let id = spec.id;
     let returns = spec.return_count();
@@ -188,11 +191,11 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<Task
     }
 
     // A task whose environment no worker could be started with can never run.
-    let mut upstream = (!spec.env.is_empty())
+    let mut upstream = (!spec.extras.env.is_empty())
         .then(|| {
             core.envs_refused
                 .map(|why| why.to_string())
-                .or_else(|| spec.env.check().err())
+                .or_else(|| spec.extras.env.check().err())
         })
         .flatten()
         .map(FailureKind::Unschedulable);
@@ -213,7 +216,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<Task
     // An actor's creation registers it (a name taken fails it); a call joins its actor's
     // queue (a dead or unknown actor fails it).
     if upstream.is_none() {
-        upstream = match &spec.actor {
+        upstream = match &spec.extras.actor {
             ActorRole::None => None,
             ActorRole::Create(_) => actors::on_create(core, &spec).err(),
             ActorRole::Call(_) => actors::on_call(core, &spec).err(),
@@ -255,7 +258,7 @@ pub fn on_submit_arc(core: &mut Core, t: &mut impl Transport, mut spec: Arc<Task
     }
     // Refs nested in the arguments keep their objects alive, but the task does not wait for
     // them; one already gone stays gone (ids are never reused), and `get` of it says so.
-    for nested in spec.contained.iter() {
+    for nested in spec.extras.contained.iter() {
         if let Some(o) = core.objects.get_mut(nested) {
             o.task_refs += 1;
             if core.lineage {
@@ -349,7 +352,7 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
     let entry = &core.tasks[&task];
     let class = entry.class as usize;
     let depth = class_depth(core, class);
-    if depth <= 1 || concurrency_of(&entry.spec) > 1 || entry.spec.actor != ActorRole::None {
+    if depth <= 1 || concurrency_of(&entry.spec) > 1 || entry.spec.extras.actor != ActorRole::None {
         return false;
     }
     let mut worker = None;
@@ -367,7 +370,7 @@ fn pipeline_behind_producer(core: &mut Core, t: &mut impl Transport, task: TaskI
         let Some(TaskState::Running { worker: w, .. }) = core
             .tasks
             .get(&dep.task())
-            .filter(|e| e.spec.return_count() == 1 && !e.spec.streaming)
+            .filter(|e| e.spec.return_count() == 1 && !e.spec.extras.streaming)
             .map(|e| &e.state)
         else {
             return false;
@@ -626,7 +629,7 @@ fn task_done(
             .tasks
             .iter()
             .filter_map(|x| tasks.get(x))
-            .map(|e| e.spec.max_concurrency)
+            .map(|e| e.spec.extras.max_concurrency)
             .min()
             .unwrap_or(1)
             .max(1);
@@ -1063,13 +1066,13 @@ pub fn on_cancel(core: &mut Core, t: &mut impl Transport, task: TaskId, force: b
     let Some(entry) = core.tasks.get(&task) else {
         return false;
     };
-    if matches!(entry.spec.actor, ActorRole::Create(_)) {
+    if matches!(entry.spec.extras.actor, ActorRole::Create(_)) {
         // Cancelling an actor's creation ends the actor.
         return actors::kill(core, t, task, true, "its creation was cancelled");
     }
     let mut killed = None;
     // A call of an actor is never forced (as in Ray): killing its worker would end the actor.
-    let force = force && entry.spec.actor == ActorRole::None;
+    let force = force && entry.spec.extras.actor == ActorRole::None;
     match entry.state {
         TaskState::Running { worker, .. } => {
             t.cancel_running(worker, task, force);
@@ -1175,8 +1178,8 @@ fn schedule_pass(core: &mut Core, t: &mut impl Transport) {
             let (live, together, call) = match core.tasks.get(&task) {
                 Some(e) => (
                     e.state == TaskState::Queued,
-                    e.spec.max_concurrency > 1,
-                    matches!(e.spec.actor, ActorRole::Call(_)),
+                    e.spec.extras.max_concurrency > 1,
+                    matches!(e.spec.extras.actor, ActorRole::Call(_)),
                 ),
                 None => (false, false, false),
             };
@@ -1274,7 +1277,7 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
     w.held = entry.spec.resources.clone();
     w.warm = first;
     w.concurrency = concurrency_of(&entry.spec);
-    if matches!(entry.spec.actor, ActorRole::Create(_)) {
+    if matches!(entry.spec.extras.actor, ActorRole::Create(_)) {
         w.actor = Some(task);
     }
     let gpu_ids = node.gpus.ids(&gpus);
@@ -1286,10 +1289,10 @@ fn start(core: &mut Core, t: &mut impl Transport, task: TaskId, node_index: usiz
 /// or 1 for a task holding GPUs (its worker is shown the GPU ids of one grant).
 fn concurrency_of(spec: &TaskSpec) -> u32 {
     // An actor's calls run on its own worker, however many the actor runs at once.
-    if spec.resources.gpu_units() > 0 || spec.actor != ActorRole::None {
+    if spec.resources.gpu_units() > 0 || spec.extras.actor != ActorRole::None {
         1
     } else {
-        spec.max_concurrency.max(1)
+        spec.extras.max_concurrency.max(1)
     }
 }
 
@@ -1386,7 +1389,7 @@ pub fn on_task_runtime(core: &mut Core, task: TaskId, micros: u64) {
 fn known_short(core: &Core, task: TaskId) -> bool {
     core.tasks
         .get(&task)
-        .filter(|e| !e.spec.streaming)
+        .filter(|e| !e.spec.extras.streaming)
         .and_then(|e| core.fn_runtime_us.get(&e.spec.function))
         .is_some_and(|us| *us > 0.0 && *us <= PIPELINE_WINDOW_US)
 }
@@ -1430,7 +1433,7 @@ pub const PIPELINE_WINDOW_US: f64 = 2_000.0;
 /// own process instead of a new one per level of nesting.
 fn pipeline(core: &mut Core, t: &mut impl Transport, class: usize, task: TaskId) -> bool {
     if concurrency_of(&core.tasks[&task].spec) > 1
-        || core.tasks[&task].spec.actor != ActorRole::None
+        || core.tasks[&task].spec.extras.actor != ActorRole::None
     {
         // Run together with others of its kind, or on a worker of its own; never behind one.
         return false;
@@ -1497,7 +1500,7 @@ fn request_worker_if_starved(core: &mut Core, t: &mut impl Transport, class: usi
         .take(PARALLEL_ACTOR_STARTS)
         .take_while(|task| {
             core.tasks.get(task).is_some_and(|e| {
-                e.state == TaskState::Queued && matches!(e.spec.actor, ActorRole::Create(_))
+                e.state == TaskState::Queued && matches!(e.spec.extras.actor, ActorRole::Create(_))
             })
         })
         .count();
@@ -1810,7 +1813,7 @@ fn rebuild(core: &mut Core, t: &mut impl Transport, object: ObjectId) {
                 _ => {}
             }
         }
-        for nested in spec.contained.iter() {
+        for nested in spec.extras.contained.iter() {
             if let Some(d) = core.objects.get_mut(nested) {
                 d.task_refs += 1;
             }

@@ -31,14 +31,14 @@ fn options(max_restarts: u32, max_task_retries: u32) -> ActorOptions {
 
 fn create(id: u64, o: ActorOptions) -> TaskSpec {
     let mut spec = task(id, Vec::new());
-    spec.actor = ActorRole::Create(Arc::new(o));
+    spec.extras.make_mut().actor = ActorRole::Create(Arc::new(o));
     spec
 }
 
 fn call(id: u64, actor: u64, args: Vec<TaskArg>) -> TaskSpec {
     let mut spec = task(id, args);
     spec.resources = ResourceSet::new();
-    spec.actor = ActorRole::Call(TaskId(actor));
+    spec.extras.make_mut().actor = ActorRole::Call(TaskId(actor));
     spec
 }
 

@@ -18,7 +18,7 @@ fn stored() -> TaskOutcome {
 fn concurrent(id: u64, n: u32, cpus: f64) -> TaskSpec {
     let mut spec = task(id, Vec::new());
     spec.resources = ResourceSet::cpus(cpus);
-    spec.max_concurrency = n;
+    spec.extras.make_mut().max_concurrency = n;
     spec
 }
 

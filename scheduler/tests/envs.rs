@@ -19,7 +19,7 @@ fn env(vars: &[(&str, &str)]) -> TaskEnv {
 
 fn with_env(id: u64, e: &TaskEnv) -> TaskSpec {
     let mut spec = task(id, Vec::new());
-    spec.env = e.clone();
+    spec.extras.make_mut().env = e.clone();
     spec
 }
 

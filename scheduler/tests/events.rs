@@ -97,7 +97,7 @@ fn retries_failures_upstream_and_cancels_are_recorded() {
     // and is retried; task 4 is cancelled while queued.
     let mut flaky = task(1, Vec::new());
     flaky.max_retries = 1;
-    flaky.retry_exceptions = true;
+    flaky.extras.make_mut().retry_exceptions = true;
     on_submit(&mut core, &mut t, flaky);
     on_submit(
         &mut core,

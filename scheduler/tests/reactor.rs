@@ -156,7 +156,7 @@ fn with_resources(mut spec: TaskSpec, resources: ResourceSet) -> TaskSpec {
 }
 
 fn with_strategy(mut spec: TaskSpec, strategy: SchedulingStrategy) -> TaskSpec {
-    spec.strategy = strategy;
+    spec.extras.make_mut().strategy = strategy;
     spec
 }
 
@@ -747,7 +747,7 @@ impl Transport for AttemptLog {
 /// sent.
 fn run_always_failing(retry_exceptions: bool, max_retries: u32) -> (Core, AttemptLog) {
     let mut spec = task(1, vec![]);
-    spec.retry_exceptions = retry_exceptions;
+    spec.extras.make_mut().retry_exceptions = retry_exceptions;
     spec.max_retries = max_retries;
     run_failing(spec, boom())
 }
@@ -808,8 +808,8 @@ fn application_errors_are_not_retried_without_retry_exceptions() {
 fn retry_on_retries_only_the_listed_error_types() {
     for (listed, runs) in [("test::Boom", 3), ("other::Error", 1)] {
         let mut spec = task(1, vec![]);
-        spec.retry_exceptions = true;
-        spec.retry_on = vec![Arc::from("panic"), Arc::from(listed)];
+        spec.extras.make_mut().retry_exceptions = true;
+        spec.extras.make_mut().retry_on = vec![Arc::from("panic"), Arc::from(listed)];
         spec.max_retries = 2;
         let (core, t) = run_failing(spec, RemoteError::new("test::Boom", "boom"));
         assert_eq!(t.runs.len(), runs, "retry_on [panic, {listed}]");
@@ -821,7 +821,7 @@ fn retry_on_retries_only_the_listed_error_types() {
 fn retried_task_keeps_its_dependents_waiting() {
     let mut c = Cluster::new().with_node(1, ResourceSet::cpus(2.0), 1..=2);
     let mut spec = task(1, vec![]);
-    spec.retry_exceptions = true;
+    spec.extras.make_mut().retry_exceptions = true;
     spec.max_retries = 1;
     c.submit(spec);
     c.submit(task(2, vec![arg(1)]));
@@ -1051,7 +1051,7 @@ fn a_ref_nested_in_an_argument_is_kept_but_not_waited_for() {
     c.submit(task(1, vec![]));
     assert_eq!(tasks_of(&c.dispatch()), [1]);
     let mut t2 = task(2, vec![]);
-    t2.contained = Box::new([ObjectId(1)]);
+    t2.extras.make_mut().contained = vec![ObjectId(1)];
     c.submit(t2);
     assert_eq!(
         c.state(2),
@@ -1074,7 +1074,7 @@ fn a_nested_ref_to_an_object_not_there_at_submit_holds_nothing_later() {
         }
         // T1 carries refs to 100 (not made yet) and to itself; then 100 is put.
         let mut t1 = task(1, vec![]);
-        t1.contained = Box::new([ObjectId(100), ObjectId(1)]);
+        t1.extras.make_mut().contained = vec![ObjectId(100), ObjectId(1)];
         c.submit(t1);
         on_put(&mut c.core, ObjectId(100), N1, 8);
         c.dispatch();
@@ -1147,7 +1147,7 @@ fn a_released_or_lost_value_lets_go_of_its_nested_refs() {
 
 fn returning(id: u64, n: u32, args: Vec<TaskArg>) -> TaskSpec {
     let mut spec = task(id, args);
-    spec.returns = n;
+    spec.extras.make_mut().returns = n;
     spec
 }
 
@@ -1664,15 +1664,15 @@ fn run_random_workload(seed: u64, n_tasks: u64) {
                 }
                 let mut spec = with_resources(task(id, args), rng.pick(&shapes));
                 if rng.below(4) == 0 {
-                    spec.strategy = SchedulingStrategy::Spread;
+                    spec.extras.make_mut().strategy = SchedulingStrategy::Spread;
                 }
                 if rng.below(5) == 0 {
-                    spec.retry_exceptions = true;
+                    spec.extras.make_mut().retry_exceptions = true;
                     spec.max_retries = 1;
                 }
                 retries.insert(
                     spec.id,
-                    if spec.retry_exceptions {
+                    if spec.extras.retry_exceptions {
                         spec.max_retries
                     } else {
                         0
@@ -1891,7 +1891,7 @@ fn hard_affinity_asks_for_a_worker_on_its_own_node() {
     on_node_added(&mut core, NodeId(1), ResourceSet::cpus(1.0));
     on_node_added(&mut core, NodeId(2), ResourceSet::cpus(1.0));
     let mut spec = task(1, vec![]);
-    spec.strategy = SchedulingStrategy::NodeAffinity {
+    spec.extras.make_mut().strategy = SchedulingStrategy::NodeAffinity {
         node: NodeId(2),
         soft: false,
     };

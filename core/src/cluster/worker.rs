@@ -512,14 +512,14 @@ impl Pool {
             };
             // A task of an async function that may run beside others starts in the lane (if
             // its function is not async in this build, it runs alone, as any task).
-            let entry = (run.spec.max_concurrency > 1)
+            let entry = (run.spec.extras.max_concurrency > 1)
                 .then(|| self.client.registry().async_entry(&run.spec.function))
                 .flatten();
             if let Some(entry) = entry {
                 self.start_concurrent(owner, worker, run, entry, &lane);
                 continue;
             }
-            if run.spec.max_concurrency > 1 {
+            if run.spec.extras.max_concurrency > 1 {
                 self.start_threaded(owner, worker, run);
                 continue;
             }

@@ -183,7 +183,7 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
         if let Some((task, gpu_ids)) = slot.tasks.pop() {
             // A task of an async function that may run beside others starts in the lane (if
             // its function is not async in this build, it runs alone, as any task).
-            let entry = (task.max_concurrency > 1)
+            let entry = (task.extras.max_concurrency > 1)
                 .then(|| engine.registry().async_entry(&task.function))
                 .flatten();
             if let Some(entry) = entry {
@@ -200,7 +200,7 @@ pub(crate) fn executor_main(engine: Arc<Engine>, slot: Arc<Slot>, parker: Parker
                 }
                 continue;
             }
-            if task.max_concurrency > 1 {
+            if task.extras.max_concurrency > 1 {
                 // A call of a threaded actor: on a thread of its own, beside the actor's
                 // other calls in flight (the scheduler lets in up to its `max_concurrency`).
                 let (engine, slot) = (engine.clone(), slot.clone());
@@ -434,8 +434,8 @@ pub(crate) fn invoke(
         worker,
         task: task.id,
         gpu_ids,
-        stream: task.streaming.then_some(task.backpressure),
-        actor: task.actor.actor(task.id),
+        stream: task.extras.streaming.then_some(task.extras.backpressure),
+        actor: task.extras.actor.actor(task.id),
     });
     // `Bytes` arguments share the stored objects' buffers instead of copying them.
     codec::take_returned();
@@ -478,7 +478,7 @@ pub(crate) fn start_async(
         task: task.id,
         gpu_ids,
         stream: None,
-        actor: task.actor.actor(task.id),
+        actor: task.extras.actor.actor(task.id),
     };
     let mut slot = Some(ctx);
     let started = in_context(&mut slot, || {

@@ -649,33 +649,36 @@ pub(crate) fn prepare_call(
         args: task_args,
         resources: o.resources,
         max_retries: o.max_retries,
-        retry_exceptions: o.retry_exceptions,
-        retry_on: o.retry_on,
-        strategy: o.strategy,
         attempt: 0,
         job,
         // The task running on this thread, if any (in a worker process, a thread a task
         // spawned belongs to the one task running there): cancelling it cancels this one too.
         parent: exec::current_task().or_else(crate::cluster::worker::sole_running_task),
-        contained: contained.into_boxed_slice(),
-        returns: o.returns,
-        streaming: o.streaming,
-        backpressure: if o.streaming { o.backpressure } else { 0 },
-        // Only tasks of async functions interleave, and calls of an actor that runs several
-        // at once (async, or threaded: `call_concurrent`). A streaming task's producer may
-        // pause for its caller, which would hold up the tasks interleaved with it: streams run
-        // alone.
-        max_concurrency: if o.max_concurrency > 1
-            && !o.streaming
-            && (registry.async_entry(function).is_some()
-                || matches!(o.actor, starling_proto::ActorRole::Call(_)))
-        {
-            o.max_concurrency
-        } else {
-            1
-        },
-        env: o.env,
-        actor: o.actor,
+        extras: starling_proto::TaskExtras {
+            retry_exceptions: o.retry_exceptions,
+            retry_on: o.retry_on,
+            strategy: o.strategy,
+            contained,
+            returns: o.returns,
+            streaming: o.streaming,
+            backpressure: if o.streaming { o.backpressure } else { 0 },
+            // Only tasks of async functions interleave, and calls of an actor that runs several
+            // at once (async, or threaded: `call_concurrent`). A streaming task's producer may
+            // pause for its caller, which would hold up the tasks interleaved with it: streams run
+            // alone.
+            max_concurrency: if o.max_concurrency > 1
+                && !o.streaming
+                && (registry.async_entry(function).is_some()
+                    || matches!(o.actor, starling_proto::ActorRole::Call(_)))
+            {
+                o.max_concurrency
+            } else {
+                0
+            },
+            env: o.env,
+            actor: o.actor,
+        }
+        .into(),
     };
     Ok((spec, keep))
 }

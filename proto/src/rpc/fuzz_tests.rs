@@ -29,29 +29,32 @@ fn spec() -> TaskSpec {
         ],
         resources: ResourceSet::cpus(1.5).with("gpu", 1.0).with("tpu", 0.25),
         max_retries: 3,
-        retry_exceptions: true,
-        strategy: SchedulingStrategy::NodeAffinity {
-            node: NodeId(2),
-            soft: true,
-        },
         attempt: 1,
         job: JobId(4),
         parent: Some(TaskId(1)),
-        retry_on: vec![Arc::from("std::io::error::Error")],
-        contained: Box::new([ObjectId(9), ObjectId(u64::MAX)]),
-        returns: 4,
-        streaming: true,
-        backpressure: 2,
-        max_concurrency: 3,
-        env: crate::TaskEnv::new([("B".into(), "2".into()), ("A".into(), "1".into())]),
-        actor: crate::ActorRole::Create(Arc::new(crate::ActorOptions {
-            class_name: "Counter".into(),
-            max_restarts: u32::MAX,
-            max_task_retries: 2,
-            name: "counter".into(),
-            detached: true,
-            max_concurrency: 1000,
-        })),
+        extras: crate::TaskExtras {
+            retry_exceptions: true,
+            strategy: SchedulingStrategy::NodeAffinity {
+                node: NodeId(2),
+                soft: true,
+            },
+            retry_on: vec![Arc::from("std::io::error::Error")],
+            contained: vec![ObjectId(9), ObjectId(u64::MAX)],
+            returns: 4,
+            streaming: true,
+            backpressure: 2,
+            max_concurrency: 3,
+            env: crate::TaskEnv::new([("B".into(), "2".into()), ("A".into(), "1".into())]),
+            actor: crate::ActorRole::Create(Arc::new(crate::ActorOptions {
+                class_name: "Counter".into(),
+                max_restarts: u32::MAX,
+                max_task_retries: 2,
+                name: "counter".into(),
+                detached: true,
+                max_concurrency: 1000,
+            })),
+        }
+        .into(),
     }
 }
 
@@ -344,8 +347,8 @@ fn convert_task(t: pb::TaskSpec) {
             // The domain value encodes again, and decodes to itself.
             let back = wire::decode_task(&wire::encode_task(&spec)).expect("round trip");
             assert_eq!(
-                (back.id, back.args, back.strategy),
-                (spec.id, spec.args, spec.strategy)
+                (back.id, back.args, back.extras.strategy),
+                (spec.id, spec.args, spec.extras.strategy)
             );
             assert_eq!(back.resources, spec.resources);
         }
@@ -565,7 +568,7 @@ fn missing_and_out_of_range_fields_are_errors() {
     };
     let spec = TaskSpec::try_from(t).expect("only the function is required");
     assert_eq!(
-        (spec.id, spec.job, spec.strategy),
+        (spec.id, spec.job, spec.extras.strategy),
         (TaskId(0), JobId(0), SchedulingStrategy::Default)
     );
     assert!(spec.resources.is_empty());

@@ -435,22 +435,22 @@ mod tests {
             args,
             resources: ResourceSet::cpus(1.5).with("a_custom_resource_name", 2.0),
             max_retries: u32::MAX,
-            retry_exceptions: true,
-            strategy: SchedulingStrategy::NodeAffinity {
-                node: NodeId(u64::MAX),
-                soft: true,
-            },
             attempt: u32::MAX,
             job: JobId(u64::MAX),
             parent: Some(TaskId(u64::MAX)),
-            retry_on: vec![Arc::from("panic")],
-            contained: Box::new([ObjectId(3)]),
-            returns: 2,
-            streaming: false,
-            backpressure: 0,
-            max_concurrency: 0,
-            env: crate::TaskEnv::default(),
-            actor: crate::ActorRole::Call(TaskId(7)),
+            extras: crate::TaskExtras {
+                retry_exceptions: true,
+                strategy: SchedulingStrategy::NodeAffinity {
+                    node: NodeId(u64::MAX),
+                    soft: true,
+                },
+                retry_on: vec![Arc::from("panic")],
+                contained: vec![ObjectId(3)],
+                returns: 2,
+                actor: crate::ActorRole::Call(TaskId(7)),
+                ..Default::default()
+            }
+            .into(),
         }
     }
 

@@ -1361,25 +1361,26 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             spec.job = job;
             // The job's environment, under the task's own variables (which win).
             if let Some(d) = st.out.jobs.get(&job).filter(|d| !d.env.is_empty()) {
-                let own = std::mem::take(&mut spec.env);
-                spec.env = TaskEnv::new(d.env.vars().iter().chain(own.vars()).cloned());
+                let x = spec.extras.make_mut();
+                let own = std::mem::take(&mut x.env);
+                x.env = TaskEnv::new(d.env.vars().iter().chain(own.vars()).cloned());
             }
             own_id(client, spec.id.0, "submit task")?;
             for o in spec.references() {
                 same_job_or_actor(&st.core, &st.session_jobs, job, o.0, "pass object")?;
             }
-            if spec.returns > starling_proto::limits::MAX_RETURNS {
+            if spec.extras.returns > starling_proto::limits::MAX_RETURNS {
                 return Err(bad(&format!(
                     "task {} returns {} objects, more than {}",
                     spec.id,
-                    spec.returns,
+                    spec.extras.returns,
                     starling_proto::limits::MAX_RETURNS
                 )));
             }
-            if spec.streaming && spec.returns > 1 {
+            if spec.extras.streaming && spec.extras.returns > 1 {
                 return Err(bad(&format!(
                     "streaming task {} returns {} objects: its items are its returns",
-                    spec.id, spec.returns
+                    spec.id, spec.extras.returns
                 )));
             }
             let last = spec.return_objects().last().unwrap_or(spec.return_object());

@@ -80,7 +80,7 @@ pub(crate) fn on_item(
     if !runs_here {
         return Ok(());
     }
-    if !st.core.task_spec(task).is_some_and(|s| s.streaming) {
+    if !st.core.task_spec(task).is_some_and(|s| s.extras.streaming) {
         return Err(bad(&format!("task {task} is not a streaming task")));
     }
     let route = st.streams.routes.entry(task).or_default();

@@ -212,34 +212,37 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                     args,
                     resources,
                     max_retries: rng.edgy_u64() as u32,
-                    retry_exceptions: rng.one_in(2),
-                    strategy,
                     attempt: rng.edgy_u64() as u32,
                     job: JobId(rng.below(4) as u64),
                     parent: (rng.below(2) == 0).then(|| TaskId(id(rng, base))),
-                    retry_on: (0..rng.below(3)).map(|_| "panic".into()).collect(),
-                    contained: (0..rng.below(3)).map(|_| ObjectId(id(rng, base))).collect(),
-                    returns: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
-                    streaming: rng.below(4) == 0,
-                    backpressure: *rng.pick(&[0, 1, 3, u32::MAX]),
-                    max_concurrency: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
-                    env: starling_proto::TaskEnv::new(
-                        (0..rng.below(2)).map(|_| (rng.string(), rng.string())),
-                    ),
-                    actor: match rng.below(3) {
-                        0 => starling_proto::ActorRole::None,
-                        1 => starling_proto::ActorRole::Call(TaskId(rng.edgy_u64())),
-                        _ => starling_proto::ActorRole::Create(std::sync::Arc::new(
-                            starling_proto::ActorOptions {
-                                class_name: rng.string(),
-                                max_restarts: rng.edgy_u64() as u32,
-                                max_task_retries: rng.edgy_u64() as u32,
-                                name: rng.string(),
-                                detached: rng.one_in(2),
-                                max_concurrency: rng.edgy_u64() as u32,
-                            },
-                        )),
-                    },
+                    extras: starling_proto::TaskExtras {
+                        retry_exceptions: rng.one_in(2),
+                        strategy,
+                        retry_on: (0..rng.below(3)).map(|_| "panic".into()).collect(),
+                        contained: (0..rng.below(3)).map(|_| ObjectId(id(rng, base))).collect(),
+                        returns: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
+                        streaming: rng.below(4) == 0,
+                        backpressure: *rng.pick(&[0, 1, 3, u32::MAX]),
+                        max_concurrency: *rng.pick(&[0, 1, 2, 5, u32::MAX]),
+                        env: starling_proto::TaskEnv::new(
+                            (0..rng.below(2)).map(|_| (rng.string(), rng.string())),
+                        ),
+                        actor: match rng.below(3) {
+                            0 => starling_proto::ActorRole::None,
+                            1 => starling_proto::ActorRole::Call(TaskId(rng.edgy_u64())),
+                            _ => starling_proto::ActorRole::Create(std::sync::Arc::new(
+                                starling_proto::ActorOptions {
+                                    class_name: rng.string(),
+                                    max_restarts: rng.edgy_u64() as u32,
+                                    max_task_retries: rng.edgy_u64() as u32,
+                                    name: rng.string(),
+                                    detached: rng.one_in(2),
+                                    max_concurrency: rng.edgy_u64() as u32,
+                                },
+                            )),
+                        },
+                    }
+                    .into(),
                 }))
             }
         }

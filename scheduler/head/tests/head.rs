@@ -11,9 +11,7 @@ use starling_proto::session::{
     ClientBatch, ClientOp, HeadBatch, HeadOp, Hello, ObjectValue, Value, Welcome,
 };
 use starling_proto::status::{StatusReply, StatusRequest};
-use starling_proto::{
-    JobId, NodeId, ObjectId, ResourceSet, SchedulingStrategy, TaskArg, TaskId, TaskSpec,
-};
+use starling_proto::{JobId, NodeId, ObjectId, ResourceSet, TaskArg, TaskId, TaskSpec};
 use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
 
@@ -42,19 +40,10 @@ fn task(id: u64, function: &str, args: Vec<TaskArg>) -> TaskSpec {
         args,
         resources: ResourceSet::new(),
         max_retries: 0,
-        retry_exceptions: false,
-        strategy: SchedulingStrategy::Default,
         attempt: 0,
         job: JobId(0),
         parent: None,
-        retry_on: Vec::new(),
-        contained: Box::default(),
-        returns: 0,
-        streaming: false,
-        backpressure: 0,
-        max_concurrency: 0,
-        env: Default::default(),
-        actor: Default::default(),
+        extras: Default::default(),
     }
 }
 
