@@ -14,19 +14,24 @@ ENGINES = ["starling-inproc", "starling-local", "starling-cluster", "ray", "dask
 # Units where a larger value is better; for the rest (ms, us, MiB) smaller is better.
 HIGHER = ("tasks/s", "GB/s", "%", "objects/s", "ops/s", "calls/s", "actors/s")
 # (bench, kind, value): "ratio" = at least this many times better than Ray (local cluster),
-# "at_least" / "at_most" = an absolute bound for the local cluster.
+# "at_least" / "at_most" = an absolute bound for the local cluster. The performance issues'
+# targets; where a later round raised one, the later one.
 TARGETS = OrderedDict([
-    ("noop_tasks_async", ("ratio", 100)),
-    ("noop_task_sync_latency_median", ("ratio", 20)),
+    ("noop_tasks_async", ("ratio", 150)),
+    ("noop_task_sync_latency_median", ("ratio", 30)),
+    ("noop_task_sync_latency_p99", ("ratio", 20)),
     ("chain", ("ratio", 50)),
     ("tree_reduce", ("ratio", 30)),
-    ("fanout_compute_efficiency", ("at_least", 97.0)),
+    ("fanout_compute_efficiency", ("at_least", 98.5)),
     ("startup_to_first_result", ("ratio", 20)),
     ("memory_idle_rss_total", ("ratio", 20)),
-    ("put_get_large_bytes", ("ratio", 3)),
+    ("put_large_bytes", ("ratio", 1.5)),
+    ("put_get_large_bytes", ("ratio", 4)),
     ("pass_large_arg_bytes", ("ratio", 10)),
-    ("many_queued", ("at_least", 100_000)),
-    ("many_queued_peak_rss", ("at_most", 1024)),
+    ("scatter_gather", ("ratio", 10)),
+    ("shuffle", ("ratio", 15)),
+    ("many_queued", ("at_least", 150_000)),
+    ("many_queued_peak_rss", ("at_most", 400)),
     ("actor_calls_sync", ("ratio", 100)),
     ("actor_calls_async", ("ratio", 100)),
     ("actor_calls_n_n", ("ratio", 100)),

@@ -740,6 +740,10 @@ mod env_tests {
         changed.make_mut().actor = ActorRole::Call(TaskId(3));
         assert_eq!(changed.actor.actor(TaskId(9)), Some(TaskId(3)));
         // The spec of a plain task: the options it leaves alone cost one pointer.
-        assert!(std::mem::size_of::<TaskSpec>() <= 136, "{}", std::mem::size_of::<TaskSpec>());
+        assert!(
+            std::mem::size_of::<TaskSpec>() <= 136,
+            "{}",
+            std::mem::size_of::<TaskSpec>()
+        );
     }
 }

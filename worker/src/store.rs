@@ -1,7 +1,9 @@
 //! The node object store: object values (or failures) by id, and the wakers waiting on them.
 //!
 //! The store is sharded by id so that producers (executors) and consumers (drivers in `get`)
-//! rarely contend. Values are immutable, reference-counted byte buffers: a `get` hands out a
+//! rarely contend; a shard keeps its entries in an [`IdTable`] by the id's number within the
+//! shard, so the ids a session counts up fill its pages (no hash table to grow and rehash as a
+//! million results arrive). Values are immutable, reference-counted byte buffers: a `get` hands out a
 //! clone of the `Arc`, never a copy of the bytes.
 //!
 //! # Invariants
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use parking_lot::Mutex;
-use starling_proto::hash::IdMap;
+use starling_proto::id_table::{IdTable, TableId};
 use starling_proto::{ObjectId, TaskFailure};
 
 /// An immutable object value: encoded bytes shared by reference count, in memory or mapped
@@ -142,9 +144,33 @@ enum Slot {
     Failed(Arc<TaskFailure>),
 }
 
-type Shard = Mutex<IdMap<ObjectId, Slot>>;
+type Shard = Mutex<IdTable<InShard, Slot>>;
 
 const SHARDS: usize = 64;
+
+/// An object's number within its shard: its id divided by [`SHARDS`] (the shard is the
+/// remainder), so consecutive ids of one shard are consecutive here.
+#[derive(Clone, Copy)]
+struct InShard(u64);
+
+impl InShard {
+    #[inline]
+    fn of_id(id: ObjectId) -> Self {
+        InShard(id.0 / SHARDS as u64)
+    }
+}
+
+impl TableId for InShard {
+    #[inline]
+    fn number(self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn of(number: u64) -> Self {
+        InShard(number)
+    }
+}
 
 /// Object values of one node.
 pub struct ObjectStore {
@@ -170,7 +196,7 @@ impl ObjectStore {
     /// An empty store.
     pub fn new() -> Self {
         ObjectStore {
-            shards: (0..SHARDS).map(|_| Mutex::new(IdMap::default())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(IdTable::new())).collect(),
             bytes: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
         }
@@ -187,7 +213,7 @@ impl ObjectStore {
         let len = value.len() as u64;
         let wakers = {
             let mut shard = self.shard(id).lock();
-            match shard.get_mut(&id) {
+            match shard.get_mut(&InShard::of_id(id)) {
                 Some(slot @ Slot::Pending(_)) => {
                     let Slot::Pending(w) = std::mem::replace(slot, Slot::Ready(value)) else {
                         unreachable!()
@@ -196,7 +222,7 @@ impl ObjectStore {
                 }
                 Some(_) => return false,
                 None => {
-                    shard.insert(id, Slot::Ready(value));
+                    shard.insert(InShard::of_id(id), Slot::Ready(value));
                     Vec::new()
                 }
             }
@@ -211,7 +237,7 @@ impl ObjectStore {
     pub fn fail(&self, id: ObjectId, failure: Arc<TaskFailure>) {
         let wakers = {
             let mut shard = self.shard(id).lock();
-            match shard.get_mut(&id) {
+            match shard.get_mut(&InShard::of_id(id)) {
                 Some(slot @ Slot::Pending(_)) => {
                     let Slot::Pending(w) = std::mem::replace(slot, Slot::Failed(failure)) else {
                         unreachable!()
@@ -220,7 +246,7 @@ impl ObjectStore {
                 }
                 Some(_) => return,
                 None => {
-                    shard.insert(id, Slot::Failed(failure));
+                    shard.insert(InShard::of_id(id), Slot::Failed(failure));
                     Vec::new()
                 }
             }
@@ -233,7 +259,7 @@ impl ObjectStore {
     /// pending entry if needed).
     pub fn lookup(&self, id: ObjectId, waker: Option<&Waker>) -> Lookup {
         let mut shard = self.shard(id).lock();
-        match shard.get_mut(&id) {
+        match shard.get_mut(&InShard::of_id(id)) {
             Some(Slot::Ready(b)) => Lookup::Ready(b.clone()),
             Some(Slot::Failed(f)) => Lookup::Failed(f.clone()),
             Some(Slot::Pending(w)) => {
@@ -248,7 +274,7 @@ impl ObjectStore {
             }
             None => {
                 if let Some(waker) = waker {
-                    shard.insert(id, Slot::Pending(Box::new([waker.clone()])));
+                    shard.insert(InShard::of_id(id), Slot::Pending(Box::new([waker.clone()])));
                 }
                 Lookup::Pending
             }
@@ -258,7 +284,7 @@ impl ObjectStore {
     /// Whether `id` has settled (value or failure).
     pub fn is_settled(&self, id: ObjectId) -> bool {
         matches!(
-            self.shard(id).lock().get(&id),
+            self.shard(id).lock().get(&InShard::of_id(id)),
             Some(Slot::Ready(_) | Slot::Failed(_))
         )
     }
@@ -266,7 +292,7 @@ impl ObjectStore {
     /// Drops `id`'s value or failure; returns whether it had settled. Waiters of a pending entry
     /// are woken (they will find the object gone).
     pub fn remove(&self, id: ObjectId) -> bool {
-        let slot = self.shard(id).lock().remove(&id);
+        let slot = self.shard(id).lock().remove(&InShard::of_id(id));
         match slot {
             Some(Slot::Ready(b)) => {
                 self.bytes.fetch_sub(b.len() as u64, Ordering::Relaxed);
