@@ -414,16 +414,29 @@ impl TaskExtras {
     /// Whether every option is at its default (a count of 1 is the same as 0 for `returns` and
     /// `max_concurrency`).
     pub fn is_default(&self) -> bool {
-        !self.retry_exceptions
-            && self.retry_on.is_empty()
-            && self.strategy == SchedulingStrategy::Default
-            && self.contained.is_empty()
-            && self.returns <= 1
-            && !self.streaming
-            && self.backpressure == 0
-            && self.max_concurrency <= 1
-            && self.env.is_empty()
-            && self.actor == ActorRole::None
+        // Every field named, so a new one cannot be left out (and dropped by `Extras::new`).
+        let TaskExtras {
+            retry_exceptions,
+            retry_on,
+            strategy,
+            contained,
+            returns,
+            streaming,
+            backpressure,
+            max_concurrency,
+            env,
+            actor,
+        } = self;
+        !retry_exceptions
+            && retry_on.is_empty()
+            && *strategy == SchedulingStrategy::Default
+            && contained.is_empty()
+            && *returns <= 1
+            && !streaming
+            && *backpressure == 0
+            && *max_concurrency <= 1
+            && env.is_empty()
+            && *actor == ActorRole::None
     }
 }
 
