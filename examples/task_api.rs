@@ -18,6 +18,7 @@
 //! refs_through_processes=ok
 //! multiple_returns=ok
 //! streaming=ok
+//! store_reuse=ok
 //! ```
 
 use std::path::PathBuf;
@@ -1138,10 +1139,63 @@ fn streaming() -> anyhow::Result<()> {
 /// Whether this run uses the in-process runtime (`--in-process`).
 static IN_PROCESS: AtomicBool = AtomicBool::new(false);
 
+/// Bytes of the values in `store_reuse`: past the size whose store files are reused.
+const REUSED: usize = 2 << 20;
+
+/// A large value: `REUSED` bytes, each `seed`.
+#[starling::remote]
+fn filled(seed: u8) -> starling::Bytes {
+    starling::Bytes::new(vec![seed; REUSED])
+}
+
+/// Whether `v` is what `filled(seed)` makes.
+#[starling::remote]
+fn all_are(v: starling::Bytes, seed: u8) -> bool {
+    v.len() == REUSED && v.iter().all(|&b| b == seed)
+}
+
+/// Large values come and go, and a node writes new ones into the memory of freed ones: what a
+/// process still holds of a freed object never changes, and every new value reads back whole.
+fn store_reuse() -> anyhow::Result<()> {
+    let put = starling::put(starling::Bytes::new(vec![1u8; REUSED]))?;
+    let kept = starling::get(&put)?;
+    drop(put);
+    let made = filled::remote(2);
+    let kept_result = starling::get(&made)?;
+    drop(made);
+    for round in 0..20u8 {
+        let seed = 10 + round;
+        let put = starling::put(starling::Bytes::new(vec![seed; REUSED]))?;
+        ensure!(
+            starling::get_timeout(&all_are::remote(&put, seed), LONG)?,
+            "round {round}: a task read a put value wrong"
+        );
+        let made = filled::remote(seed + 100);
+        ensure!(
+            starling::get_timeout(&all_are::remote(&made, seed + 100), LONG)?,
+            "round {round}: a task read another's result wrong"
+        );
+        let got = starling::get_timeout(&made, LONG)?;
+        ensure!(
+            got.len() == REUSED && got.iter().all(|&b| b == seed + 100),
+            "round {round}: the driver read a result wrong"
+        );
+    }
+    ensure!(
+        kept.iter().all(|&b| b == 1),
+        "a put value the driver holds changed after its object was freed"
+    );
+    ensure!(
+        kept_result.iter().all(|&b| b == 2),
+        "a result the driver holds changed after its object was freed"
+    );
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let rt = starling_examples::runtime_from_args()?;
     IN_PROCESS.store(rt.in_process, Ordering::Relaxed);
-    let checks: [(&str, Check); 17] = [
+    let checks: [(&str, Check); 18] = [
         // First: they count the objects in the directory, which later checks leave behind
         // (held by tasks still running) for a while.
         ("refs_as_values", refs_as_values),
@@ -1161,6 +1215,7 @@ fn main() -> anyhow::Result<()> {
         ("async_concurrency", async_concurrency),
         ("retry_filter", retry_filter),
         ("env_vars", env_vars),
+        ("store_reuse", store_reuse),
     ];
     starling_examples::run_checks(&checks)
 }

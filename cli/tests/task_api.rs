@@ -6,7 +6,7 @@ mod harness;
 
 use harness::{run_example_alone, Cluster};
 
-const CHECKS: [&str; 17] = [
+const CHECKS: [&str; 18] = [
     "refs_as_values",
     "nested_lifetime",
     "refs_through_processes",
@@ -24,6 +24,7 @@ const CHECKS: [&str; 17] = [
     "async_concurrency",
     "retry_filter",
     "env_vars",
+    "store_reuse",
 ];
 
 fn all_ok(mode: &str, out: &str, err: &str) {

@@ -15,6 +15,23 @@
 /// Bytes before the value.
 pub const HEADER_LEN: usize = 64;
 
+/// Store files at least this long are reused when their object is freed: the node renames
+/// such a file to [`free_name`] instead of deleting it, and the process that wrote it may
+/// write its next object of up to that size into the same pages (already allocated, and
+/// still mapped in the writer), once no process maps the freed object any more. A store
+/// file's readers hold a shared `flock` on it for as long as they map it; a writer takes a
+/// freed file back only while no such lock is held (see `starling_worker::store`).
+pub const REUSE_MIN: u64 = 512 << 10;
+
+/// The name prefix of freed store files waiting to be reused (`.free.<object>`).
+pub const FREE_PREFIX: &str = ".free.";
+
+/// The name a freed store file of `object` waits under, in the store directory, until its
+/// writer reuses it or the node deletes it.
+pub fn free_name(object: u64) -> String {
+    format!("{FREE_PREFIX}{object}")
+}
+
 const MAGIC: &[u8; 8] = b"STRLOBJ2";
 
 /// What a store file claims to hold.

@@ -61,7 +61,7 @@ impl Blob {
     /// file is refused with `InvalidData`. The blob is the value after the header.
     pub fn map_object(path: &std::path::Path, object: u64, epoch: u64) -> std::io::Result<Self> {
         use starling_proto::store_file::{StoreHeader, HEADER_LEN};
-        let file = std::fs::File::open(path)?;
+        let file = open_reader(path)?;
         let len = file.metadata()?.len();
         let refuse = |e: starling_proto::store_file::HeaderError| {
             std::io::Error::new(
@@ -72,7 +72,8 @@ impl Blob {
         if len < HEADER_LEN as u64 {
             return Err(refuse(starling_proto::store_file::HeaderError::NoHeader));
         }
-        // SAFETY: as in `map_file`.
+        // SAFETY: as in `map_file`: a store file is not written while a reader holds its
+        // lock (`open_reader`), which this mapping keeps until it is unmapped.
         let map = unsafe { memmap2::Mmap::map(&file)? };
         let header = StoreHeader::decode(&map).map_err(refuse)?;
         header.check(object, epoch, len).map_err(refuse)?;
@@ -90,6 +91,42 @@ impl Blob {
         let s = slice.as_ptr_range();
         range.start <= s.start && s.end <= range.end
     }
+}
+
+/// Opens the node store file at `path` to read it, registered as one of its readers: a shared
+/// `flock` on the opened file, which lasts as long as the file stays open or mapped (the lock
+/// belongs to the open file, which a mapping keeps alive after the descriptor is closed, and
+/// the kernel drops it when the process dies). A freed store file is reused by its writer only
+/// while no reader holds the lock (see [`starling_proto::store_file::REUSE_MIN`]), so what a
+/// reader maps never changes under it.
+///
+/// `NotFound` when the file is no longer the object its path names: it was freed (and is being
+/// reused) between the open and the lock.
+pub fn open_reader(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::File::open(path)?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            // Held exclusively: its writer is taking the freed file back this instant.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} is being reused", path.display()),
+            ));
+        }
+        return Err(e);
+    }
+    // Locked: the file cannot be taken for reuse now. Is it still the one the path names?
+    let (opened, named) = (file.metadata()?, std::fs::metadata(path)?);
+    if (opened.dev(), opened.ino()) != (named.dev(), named.ino()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{} was replaced while it was opened", path.display()),
+        ));
+    }
+    Ok(file)
 }
 
 impl Default for Blob {

@@ -12,6 +12,7 @@
 pub(crate) mod client;
 pub(crate) mod local;
 pub(crate) mod objects;
+pub(crate) mod slabs;
 pub(crate) mod worker;
 
 /// Environment variables set by a node agent for the worker processes it starts.

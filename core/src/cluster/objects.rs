@@ -1,6 +1,7 @@
 //! Large objects on nodes: written as files into the node's store directory (a tmpfs), read by
 //! consumers on the same host straight from the file, fetched over gRPC by everyone else.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use std::time::Duration;
@@ -10,10 +11,11 @@ use starling_proto::rpc::head_client::HeadClient;
 use starling_proto::rpc::object_service_client::ObjectServiceClient;
 use starling_proto::security::Credentials;
 use starling_proto::session::ObjectLocation;
-use starling_proto::store_file::StoreHeader;
+use starling_proto::store_file::{StoreHeader, HEADER_LEN};
 use starling_proto::{NodeId, ObjectId};
 use starling_worker::store::Blob;
 
+use super::slabs::{self, Slab};
 use crate::error::Error;
 
 /// This host's node store, when the process runs next to a node agent.
@@ -64,20 +66,41 @@ impl LocalStore {
             size: size as u64,
             job,
         };
-        let file = starling_proto::dirs::create_file(&tmp)?;
-        let mut out = StoreFile {
+        let len = HEADER_LEN + size;
+        let sink = match slabs::reusable(len)
+            .then(|| slabs::take(&self.dir, len, &tmp))
+            .flatten()
+        {
+            Some(mut slab) => {
+                slab.write_at(0, &header.encode());
+                Sink::Slab(slab)
+            }
+            None => {
+                // Readable too, so that the file can be mapped for reuse once it is freed.
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&tmp)?;
+                let mut w = std::io::BufWriter::with_capacity(STORE_WRITE_BUFFER, file);
+                w.write_all(&header.encode())?;
+                Sink::File(w)
+            }
+        };
+        Ok(StoreFile {
             id,
             epoch,
             node: self.node,
+            dir: self.dir.clone(),
             path: self.path(id),
             tmp,
-            file: std::io::BufWriter::with_capacity(STORE_WRITE_BUFFER, file),
+            sink: Some(sink),
             size,
-            written: 0,
+            at: 0,
             done: false,
-        };
-        out.file.write_all(&header.encode())?;
-        Ok(out)
+        })
     }
 }
 
@@ -85,16 +108,25 @@ impl LocalStore {
 /// a `Bytes` or `Vec<u8>`) go to the file as they are, from the caller's memory.
 const STORE_WRITE_BUFFER: usize = 256 << 10;
 
+/// Where a store file's bytes go: a fresh file (written with `write(2)`, the fastest way to
+/// fill pages the kernel has yet to allocate) or a reused one, through its mapping.
+enum Sink {
+    File(std::io::BufWriter<std::fs::File>),
+    Slab(Slab),
+}
+
 /// An object's store file being written (see [`LocalStore::create`]).
 pub(crate) struct StoreFile {
     id: ObjectId,
     epoch: u64,
     node: u64,
+    dir: PathBuf,
     path: PathBuf,
     tmp: PathBuf,
-    file: std::io::BufWriter<std::fs::File>,
+    sink: Option<Sink>,
     size: usize,
-    written: usize,
+    /// Value bytes written so far (after the header).
+    at: usize,
     done: bool,
 }
 
@@ -108,18 +140,38 @@ impl StoreFile {
     /// the bytes written are not the size it was opened for.
     pub fn finish(mut self) -> std::io::Result<ObjectLocation> {
         use std::io::Write;
-        if self.written != self.size {
+        if self.at != self.size {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!(
                     "object {}: {} bytes written, {} announced",
-                    self.id.0, self.written, self.size
+                    self.id.0, self.at, self.size
                 ),
             ));
         }
-        self.file.flush()?;
+        let slab = match self
+            .sink
+            .take()
+            .expect("a store file has a sink until finished")
+        {
+            Sink::File(mut w) => {
+                w.flush()?;
+                let file = w.into_inner().map_err(|e| e.into_error())?;
+                let len = HEADER_LEN + self.size;
+                slabs::reusable(len)
+                    .then(|| Slab::new(file, &self.dir, self.id, len).ok())
+                    .flatten()
+            }
+            Sink::Slab(mut slab) => {
+                slab.holds(self.id);
+                Some(slab)
+            }
+        };
         std::fs::rename(&self.tmp, &self.path)?;
         self.done = true;
+        if let Some(slab) = slab {
+            slabs::keep(slab);
+        }
         Ok(ObjectLocation {
             node: NodeId(self.node),
             address: String::new(),
@@ -145,19 +197,37 @@ impl StoreFile {
 
 impl std::io::Write for StoreFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.written += n;
-        Ok(n)
+        self.write_all(buf)?;
+        Ok(buf.len())
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.file.write_all(buf)?;
-        self.written += buf.len();
+        match self.sink.as_mut() {
+            Some(Sink::File(w)) => w.write_all(buf)?,
+            Some(Sink::Slab(slab)) => {
+                // The slab was sized for exactly the announced value.
+                if self.at + buf.len() > self.size {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "object {}: more than the {} bytes announced",
+                            self.id.0, self.size
+                        ),
+                    ));
+                }
+                slab.write_at(HEADER_LEN + self.at, buf);
+            }
+            None => return Err(std::io::ErrorKind::BrokenPipe.into()),
+        }
+        self.at += buf.len();
         Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.file.flush()
+        match self.sink.as_mut() {
+            Some(Sink::File(w)) => w.flush(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -343,5 +413,81 @@ mod tests {
         assert_eq!(names(&store), vec![".9.tmp".to_string()]);
         drop(f);
         assert!(names(&store).is_empty());
+    }
+
+    fn ino(path: &str) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).unwrap().ino()
+    }
+
+    /// What the node does when the head frees `id` (see the agent's `Disk::free`).
+    fn free(store: &LocalStore, id: u64) {
+        use starling_proto::store_file::free_name;
+        std::fs::rename(store.path(ObjectId(id)), store.dir.join(free_name(id))).unwrap();
+    }
+
+    fn big(seed: u8) -> Vec<u8> {
+        (0..(1usize << 20)).map(|k| (k as u8) ^ seed).collect()
+    }
+
+    #[test]
+    fn a_freed_large_file_is_reused_for_the_next_value_once_no_reader_maps_it() {
+        let (_dir, store) = store("reuse");
+        let (one, two) = (big(1), big(2));
+        let first = store.write(ObjectId(21), 3, 4, &one).unwrap();
+        let blob = Blob::map_object(Path::new(&first.path), 21, 3).unwrap();
+        free(&store, 21);
+        // A reader still maps object 21: its file is not taken for the next value.
+        let second = store.write(ObjectId(22), 3, 4, &two).unwrap();
+        let freed = store.dir.join(".free.21");
+        assert_ne!(ino(freed.to_str().unwrap()), ino(&second.path));
+        let second_ino = ino(&second.path);
+        assert_eq!(
+            &blob[..],
+            &one[..],
+            "the freed value a reader maps never changes"
+        );
+        drop(blob);
+        // Unmapped: the next value of at most its size goes into the same file.
+        let first_ino = ino(freed.to_str().unwrap());
+        let third = store.write(ObjectId(23), 3, 4, &one[..1000 << 10]).unwrap();
+        assert_eq!(ino(&third.path), first_ino);
+        assert!(!freed.exists(), "{:?}", names(&store));
+        let again = Blob::map_object(Path::new(&third.path), 23, 3).unwrap();
+        assert_eq!(&again[..], &one[..1000 << 10]);
+        assert_eq!(again.len(), 1000 << 10);
+        // The second file is reused the same way, at full size, through its mapping.
+        free(&store, 22);
+        let fourth = store.write(ObjectId(24), 3, 4, &two).unwrap();
+        assert_eq!(ino(&fourth.path), second_ino);
+        let b = Blob::map_object(Path::new(&fourth.path), 24, 3).unwrap();
+        assert_eq!(&b[..], &two[..]);
+        // A freed object's name no longer opens.
+        assert!(Blob::map_object(Path::new(&first.path), 21, 3).is_err());
+        assert!(super::slabs::cached() >= 2);
+    }
+
+    #[test]
+    fn a_reused_file_refuses_more_bytes_than_announced_and_leaves_nothing() {
+        let (_dir, store) = store("reuse-size");
+        let one = big(3);
+        store.write(ObjectId(31), 3, 4, &one).unwrap();
+        free(&store, 31);
+        let mut f = store.create(ObjectId(32), 3, 4, one.len() - 1).unwrap();
+        assert!(names(&store).contains(&".32.tmp".to_string()));
+        assert!(
+            !names(&store).contains(&".free.31".to_string()),
+            "taken back"
+        );
+        assert!(f.write_all(&one).is_err());
+        drop(f);
+        let mut f = store.create(ObjectId(33), 3, 4, one.len()).unwrap();
+        f.write_all(&one[..100]).unwrap();
+        assert!(f.finish().is_err());
+        assert!(
+            names(&store).iter().all(|n| !n.ends_with(".tmp")),
+            "{:?}",
+            names(&store)
+        );
     }
 }

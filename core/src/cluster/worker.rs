@@ -329,9 +329,19 @@ impl FetchCache {
 #[derive(Default)]
 struct LocalResults {
     /// Finished tasks: their value, or `None` if they failed.
-    done: std::collections::HashMap<u64, Option<Blob>>,
+    done: std::collections::HashMap<u64, Option<LocalValue>>,
     order: std::collections::VecDeque<u64>,
     running: std::collections::HashSet<u64>,
+}
+
+/// A finished task's value, kept for the tasks pipelined behind it.
+enum LocalValue {
+    /// Its bytes.
+    Inline(Blob),
+    /// Stored in this node's store file, mapped when a dependent asks: a mapping held here
+    /// (for thousands of tasks) would keep the files of freed objects from being released or
+    /// reused.
+    Stored,
 }
 
 /// Results kept for pipelined dependents; older ones are dropped (the head never pipelines a
@@ -347,7 +357,7 @@ impl Pool {
             .insert(task);
     }
 
-    fn finished(&self, task: u64, value: Option<Blob>) {
+    fn finished(&self, task: u64, value: Option<LocalValue>) {
         let mut r = self.results.lock().unwrap_or_else(|e| e.into_inner());
         r.running.remove(&task);
         r.done.insert(task, value);
@@ -366,8 +376,16 @@ impl Pool {
         let task = object.task().0;
         let mut r = self.results.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(v) = r.done.get(&task) {
-                return v.clone();
+            match r.done.get(&task) {
+                Some(Some(LocalValue::Inline(b))) => return Some(b.clone()),
+                Some(Some(LocalValue::Stored)) => {
+                    drop(r);
+                    let local = self.client.local_store()?;
+                    let path = local.dir.join(object.0.to_string());
+                    return Blob::map_object(&path, object.0, self.client.head_epoch()).ok();
+                }
+                Some(None) => return None,
+                None => {}
             }
             // Tasks run in the order they were handed over, so the producer has started; it may
             // still run on another thread while its first task is blocked in `get`.
@@ -753,7 +771,7 @@ impl Pool {
         self.started(task);
         let gpu_ids = self.use_gpus(run.gpu_ids);
         let done = self.run_spec(owner, worker, &spec, gpu_ids, &run.args, holds);
-        let value = self.local_value(&spec, &done.outcome);
+        let value = self.local_value(&done.outcome);
         self.finished(task, value);
         (Some(spec.function), done)
     }
@@ -1036,7 +1054,7 @@ impl Pool {
     /// A task run beside others ended: its report goes out at once (such tasks wait on I/O,
     /// so nothing batches behind them), then what it held is let go.
     fn ended(&self, spec: &TaskSpec, done: TaskDone, mut holds: TaskHolds) {
-        let value = self.local_value(spec, &done.outcome);
+        let value = self.local_value(&done.outcome);
         self.finished(spec.id.0, value);
         let nested = std::mem::take(&mut holds.nested);
         UNREPORTED.with(|u| u.borrow_mut().push(done, nested));
@@ -1045,18 +1063,10 @@ impl Pool {
     }
 
     /// What a task pipelined behind `spec` on this worker reads as its value.
-    fn local_value(&self, spec: &TaskSpec, outcome: &Outcome) -> Option<Blob> {
+    fn local_value(&self, outcome: &Outcome) -> Option<LocalValue> {
         match outcome {
-            Outcome::Inline(bytes) => Some(Blob::new(bytes.clone())),
-            Outcome::Stored(_) => self.client.local_store().and_then(|l| {
-                let id = spec.return_object();
-                Blob::map_object(
-                    &l.dir.join(id.0.to_string()),
-                    id.0,
-                    self.client.head_epoch(),
-                )
-                .ok()
-            }),
+            Outcome::Inline(bytes) => Some(LocalValue::Inline(Blob::new(bytes.clone()))),
+            Outcome::Stored(_) => Some(LocalValue::Stored),
             _ => None,
         }
     }

@@ -6,6 +6,13 @@
 //! oldest objects (by modification time) move to the spill directory, so a full store slows
 //! down instead of failing. Readers look in the store first, then in the spill directory.
 //!
+//! A freed object's file of at least [`REUSE_MIN`] bytes is not deleted at once: it is renamed
+//! to `.free.<id>` ([`free_name`]), where the process that wrote it can take it back for its
+//! next object (its pages are allocated, and mapped in that writer, so the next write runs at
+//! memory speed instead of the kernel's page-allocation speed). A freed file waits there at
+//! most [`FREE_TTL`], and less when the store needs the memory; deleting one first releases
+//! its pages when no process maps it any more, as its writer may still hold a mapping.
+//!
 //! # Invariants
 //! - Only files whose name is a decimal object id are objects. Anything else (a producer's
 //!   temporary file, written before it is renamed into place) counts toward memory use but is
@@ -16,16 +23,22 @@
 //!   always finds it.
 //! - Moves and deletions hold one lock, so a `free` cannot interleave with a spill of the same
 //!   object and leave a copy behind.
+//! - A freed file's pages are released (its hole punched) only while no reader holds its
+//!   lock (see [`crate::store::open_reader`]): a value a process still maps never changes.
 //! - Everything here blocks; callers run it on the blocking pool, never on the agent's loop.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use starling_proto::node::StoreUsage;
+use starling_proto::store_file::{free_name, FREE_PREFIX, REUSE_MIN};
 use starling_proto::ObjectId;
+
+/// How long a freed store file waits for its writer to reuse it before it is deleted.
+pub(crate) const FREE_TTL: Duration = Duration::from_secs(10);
 
 /// The store and spill directories of one node.
 #[derive(Debug)]
@@ -39,8 +52,13 @@ pub(crate) struct Disk {
 /// One file found in a directory scan.
 struct Entry {
     object: Option<ObjectId>,
+    /// A freed file waiting to be reused (`.free.<id>`).
+    free: bool,
+    name: std::ffi::OsString,
     len: u64,
     mtime: SystemTime,
+    /// When it was last renamed (for a freed file: when it was freed).
+    ctime: SystemTime,
 }
 
 /// The object id a file name stands for, if it is one.
@@ -71,10 +89,19 @@ impl Disk {
 
     /// Deletes the object from the store and the spill directory. Returns whether a file was
     /// there; a missing object is not an error (the head may free what was never stored here).
+    ///
+    /// A file in the store of at least [`REUSE_MIN`] bytes is kept for its writer to reuse
+    /// (renamed to [`free_name`]) rather than deleted.
     pub(crate) fn free(&self, id: ObjectId) -> io::Result<bool> {
         let _guard = self.moves.lock();
         let mut found = false;
-        for path in [self.store_path(id), self.spill_path(id)] {
+        let store = self.store_path(id);
+        if fs::metadata(&store).is_ok_and(|m| m.len() >= REUSE_MIN)
+            && fs::rename(&store, self.store.join(free_name(id.0))).is_ok()
+        {
+            found = true;
+        }
+        for path in [store, self.spill_path(id)] {
             match fs::remove_file(&path) {
                 Ok(()) => found = true,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -92,9 +119,10 @@ impl Disk {
         for dir in [&self.store, &self.spill] {
             for entry in std::fs::read_dir(dir)?.flatten() {
                 let name = entry.file_name();
-                if name.to_str().and_then(object_of).is_some()
-                    && std::fs::remove_file(entry.path()).is_ok()
-                {
+                let Some(name) = name.to_str() else { continue };
+                if name.starts_with(FREE_PREFIX) {
+                    release(&entry.path());
+                } else if object_of(name).is_some() && std::fs::remove_file(entry.path()).is_ok() {
                     removed += 1;
                 }
             }
@@ -104,9 +132,25 @@ impl Disk {
 
     /// Spills the oldest objects while the store is over its cap, then measures both
     /// directories. Returns the usage and the objects spilled (oldest first).
+    ///
+    /// Freed files waiting for reuse do not count as used; they are deleted once older than
+    /// [`FREE_TTL`], and before any object is spilled, oldest first, while the store and they
+    /// together are over the cap.
     pub(crate) fn maintain(&self) -> io::Result<(StoreUsage, Vec<ObjectId>)> {
-        let mut store = scan(&self.store)?;
+        let (mut freed, mut store): (Vec<Entry>, Vec<Entry>) =
+            scan(&self.store)?.into_iter().partition(|e| e.free);
         let mut memory: u64 = store.iter().map(|e| e.len).sum();
+        let mut waiting: u64 = freed.iter().map(|e| e.len).sum();
+        freed.sort_by_key(|e| e.ctime);
+        let now = SystemTime::now();
+        for e in &freed {
+            let expired = now.duration_since(e.ctime).unwrap_or_default() >= FREE_TTL;
+            if !expired && memory + waiting <= self.cap {
+                break;
+            }
+            release(&self.store.join(&e.name));
+            waiting -= e.len;
+        }
         let mut spilled_now = Vec::new();
         if memory > self.cap {
             // Oldest first; ties broken by id so the order is deterministic.
@@ -160,18 +204,56 @@ impl Disk {
         Ok(true)
     }
 
-    /// Opens the object for reading: from the store, else from the spill directory.
+    /// Opens the object for reading, as one of its readers (the file cannot be reused while
+    /// it is open): from the store, else from the spill directory.
     pub(crate) async fn open(&self, id: ObjectId) -> io::Result<(tokio::fs::File, PathBuf)> {
         let mut last = io::Error::from(io::ErrorKind::NotFound);
         for path in [self.store_path(id), self.spill_path(id)] {
-            match tokio::fs::File::open(&path).await {
-                Ok(f) => return Ok((f, path)),
+            let opening = path.clone();
+            let opened =
+                tokio::task::spawn_blocking(move || crate::store::open_reader(&opening)).await;
+            match opened.map_err(io::Error::other)? {
+                Ok(f) => return Ok((tokio::fs::File::from_std(f), path)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => last = e,
                 Err(e) => return Err(e),
             }
         }
         Err(last)
     }
+}
+
+/// Deletes the freed store file at `path`, first releasing its pages when no process maps it
+/// as a reader: its writer may still hold a mapping of it (for reuse), which would otherwise
+/// keep the pages allocated after the name is gone.
+///
+/// The exclusive lock also keeps the writer out: it takes a freed file back (renames it) only
+/// under the same lock, so a file that is still under `path` once the lock is held has not been
+/// taken, and cannot be while its pages are released.
+fn release(path: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    if let Ok(file) = fs::OpenOptions::new().write(true).open(path) {
+        let fd = file.as_raw_fd();
+        // SAFETY: flock on a descriptor this function owns.
+        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        let same = |a: &fs::Metadata, b: &fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+        if let (true, Ok(opened), Ok(named)) = (locked, file.metadata(), fs::metadata(path)) {
+            if same(&opened, &named) {
+                // SAFETY: as above; the range is the whole file.
+                unsafe {
+                    libc::fallocate(
+                        fd,
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        0,
+                        opened.len() as libc::off_t,
+                    );
+                }
+                let _ = fs::remove_file(path);
+            }
+            return;
+        }
+    }
+    let _ = fs::remove_file(path);
 }
 
 /// The regular files directly in `dir`. Files that vanish during the scan are skipped.
@@ -183,10 +265,17 @@ fn scan(dir: &Path) -> io::Result<Vec<Entry>> {
         if !meta.is_file() {
             continue;
         }
+        use std::os::unix::fs::MetadataExt;
+        let name = entry.file_name();
+        let ctime = SystemTime::UNIX_EPOCH
+            + Duration::new(meta.ctime().max(0) as u64, meta.ctime_nsec().max(0) as u32);
         out.push(Entry {
-            object: entry.file_name().to_str().and_then(object_of),
+            object: name.to_str().and_then(object_of),
+            free: name.to_str().is_some_and(|n| n.starts_with(FREE_PREFIX)),
+            name,
             len: meta.len(),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            ctime,
         });
     }
     Ok(out)
@@ -258,6 +347,66 @@ mod tests {
             (usage.memory_bytes, usage.spilled_bytes, usage.objects),
             (1100, 1000, 2)
         );
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    fn filled(path: &Path, len: usize) {
+        fs::write(path, vec![7u8; len]).unwrap();
+    }
+
+    fn read_all(mut f: &fs::File) -> Vec<u8> {
+        use std::io::{Read, Seek};
+        let mut v = Vec::new();
+        f.rewind().unwrap();
+        f.read_to_end(&mut v).unwrap();
+        v
+    }
+
+    #[test]
+    fn a_large_freed_file_waits_for_reuse_and_is_released_when_memory_is_needed() {
+        let (root, store, spill) = dirs("reuse");
+        let big = REUSE_MIN as usize;
+        let disk = Disk::new(store.clone(), spill, 10 * REUSE_MIN);
+        filled(&store.join("5"), big);
+        filled(&store.join("6"), 100);
+        filled(&store.join("7"), big);
+        // The writer of 7 keeps it open (for reuse); a reader maps 5.
+        let writer = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(store.join("7"))
+            .unwrap();
+        let reader = crate::store::open_reader(&store.join("5")).unwrap();
+        for id in [5, 6, 7] {
+            assert!(disk.free(ObjectId(id)).unwrap());
+        }
+        assert!(store.join(".free.5").exists() && store.join(".free.7").exists());
+        assert!(!store.join("6").exists() && !store.join(".free.6").exists());
+        // Waiting files are not used memory, and stay while the store has room.
+        let (usage, _) = disk.maintain().unwrap();
+        assert_eq!((usage.memory_bytes, usage.objects), (0, 0));
+        assert!(store.join(".free.5").exists() && store.join(".free.7").exists());
+        // Over the cap, they go first: pages released where no reader maps the file.
+        filled(&store.join("8"), 9 * big + 1);
+        let (usage, spilled) = disk.maintain().unwrap();
+        assert!(spilled.is_empty(), "{spilled:?}");
+        assert_eq!(usage.objects, 1);
+        assert!(!store.join(".free.5").exists() && !store.join(".free.7").exists());
+        assert_eq!(
+            read_all(&reader),
+            vec![7u8; big],
+            "a reader's bytes never change"
+        );
+        assert_eq!(
+            read_all(&writer),
+            vec![0u8; big],
+            "released while the writer held it"
+        );
+        // A new head clears freed files too.
+        filled(&store.join("9"), big);
+        assert!(disk.free(ObjectId(9)).unwrap());
+        assert_eq!(disk.clear().unwrap(), 1);
+        assert!(!store.join(".free.9").exists());
         fs::remove_dir_all(root).unwrap();
     }
 }
