@@ -1154,6 +1154,12 @@ fn all_are(v: starling::Bytes, seed: u8) -> bool {
     v.len() == REUSED && v.iter().all(|&b| b == seed)
 }
 
+/// A large value this task writes in place, put from inside it.
+#[starling::remote]
+fn made_in_place(seed: u8) -> ObjectRef<starling::Bytes> {
+    starling::put_with(REUSED, |b| b.fill(seed)).expect("put_with inside a task")
+}
+
 /// Large values come and go, and a node writes new ones into the memory of freed ones: what a
 /// process still holds of a freed object never changes, and every new value reads back whole.
 fn store_reuse() -> anyhow::Result<()> {
@@ -1179,6 +1185,18 @@ fn store_reuse() -> anyhow::Result<()> {
         ensure!(
             got.len() == REUSED && got.iter().all(|&b| b == seed + 100),
             "round {round}: the driver read a result wrong"
+        );
+        // Written in place, by the driver and by a task.
+        let filled = starling::put_with(REUSED, |b| b.fill(seed + 50))?;
+        ensure!(
+            starling::get_timeout(&all_are::remote(&filled, seed + 50), LONG)?,
+            "round {round}: a task read a value the driver wrote in place wrong"
+        );
+        let inner = starling::get_timeout(&made_in_place::remote(seed + 70), LONG)?;
+        let got = starling::get_timeout(&inner, LONG)?;
+        ensure!(
+            got.len() == REUSED && got.iter().all(|&b| b == seed + 70),
+            "round {round}: the driver read a value a task wrote in place wrong"
         );
     }
     ensure!(

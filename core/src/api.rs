@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::__private::RemoteValue;
+use crate::bytes::Bytes;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::object_ref::ObjectRef;
@@ -86,6 +87,52 @@ pub fn put<T: RemoteValue>(value: T) -> Result<ObjectRef<T>> {
     // The nested refs' groups go only now, after the scheduler was told the value holds them.
     drop(encoded.refs);
     Ok(ObjectRef::from_raw(id, rt))
+}
+
+/// Stores `len` bytes that `fill` writes in place and returns a ref to them as [`Bytes`]: a
+/// large value made without a copy (Ray plasma's create and seal).
+///
+/// On a node (a local cluster's driver, a task, a driver beside a node agent) `fill` writes
+/// straight into the object store's memory, where readers on the host will map the value;
+/// where this process has written a large value before and it was freed, into the same,
+/// already mapped memory. Elsewhere (in-process, a driver on a host with no node, a value too
+/// small for the store) `fill` writes into a buffer that is then put.
+///
+/// `fill` must write every byte: those it leaves hold whatever the memory held (zeros, or an
+/// earlier value of this process's).
+///
+/// ```
+/// # fn main() -> Result<(), starling::Error> {
+/// # let rt = starling::Runtime::in_process(2)?;
+/// # let _guard = rt.enter();
+/// let r = starling::put_with(1 << 20, |buf| {
+///     for (i, b) in buf.iter_mut().enumerate() {
+///         *b = i as u8;
+///     }
+/// })?;
+/// let v = starling::get(&r)?;
+/// assert_eq!((v.len(), v[300]), (1 << 20, 44));
+/// # Ok(())
+/// # }
+/// ```
+pub fn put_with(len: usize, fill: impl FnOnce(&mut [u8])) -> Result<ObjectRef<Bytes>> {
+    use std::io::Write;
+    let rt = current_or_init();
+    let prefix = codec::bytes_prefix(len);
+    if let Some(mut file) = rt.open_put(prefix.len() + len) {
+        if file.write_all(&prefix).is_ok() {
+            if let Ok(buf) = file.rest_in_place() {
+                fill(buf);
+                return match rt.put_file(file, Vec::new()) {
+                    Ok(id) => Ok(ObjectRef::from_raw(id, rt)),
+                    Err(e) => Err(Error::Store(e.to_string())),
+                };
+            }
+        }
+    }
+    let mut bytes = vec![0u8; len];
+    fill(&mut bytes);
+    put(Bytes::new(bytes))
 }
 
 /// What [`wait`] returns: `(ready, not_ready)`, each in input order.

@@ -81,6 +81,12 @@ pub(crate) fn encode_nested<T: Serialize + ?Sized>(value: &T) -> Result<Encoded,
     })
 }
 
+/// What the encoding of a [`Bytes`](crate::Bytes) of `len` bytes starts with (its length);
+/// the bytes follow.
+pub(crate) fn bytes_prefix(len: usize) -> Vec<u8> {
+    bincode::serde::encode_to_vec(len as u64, CONFIG).expect("a length always encodes")
+}
+
 /// Where [`encode_nested_into`] wrote a value.
 pub(crate) enum Body<W> {
     /// Into memory (the sink declined the size).
@@ -328,6 +334,20 @@ fn remaining(reader: &mut bincode::de::read::SliceReader<'_>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bytes_value_is_its_prefix_then_its_bytes() {
+        for len in [0usize, 1, 250, 251, 65_535, 65_536, 1 << 20, (1 << 32) + 3] {
+            let prefix = bytes_prefix(len);
+            if len <= 1 << 20 {
+                let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                let whole = encode(&crate::Bytes::new(data.clone())).unwrap();
+                assert_eq!(whole, [prefix.as_slice(), &data].concat(), "{len}");
+            } else {
+                assert_eq!(prefix.len(), 9, "{len}: a u64 length");
+            }
+        }
+    }
 
     #[test]
     fn round_trip_and_typed_errors() {

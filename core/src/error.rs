@@ -178,6 +178,10 @@ pub enum Error {
     /// The runtime was shut down.
     #[error("the Starling runtime is shut down")]
     ShutDown,
+    /// This node's object store could not take a value written in place
+    /// ([`put_with`](crate::put_with)): its file could not be completed.
+    #[error("the object store could not store the value: {0}")]
+    Store(String),
     /// There is no log to read for what was asked ([`crate::state::log`]): the task has not
     /// run yet, ran in-process, or its records were dropped.
     #[error("no log: {0}")]

@@ -156,7 +156,7 @@ pub mod __private;
 
 pub use actor::{actors, get_actor, kill, Actor, ActorHandle, ActorInfo, ActorOptions};
 pub use api::{
-    cancel, get, get_all, get_all_timeout, get_timeout, nodes, pending_reason, put, wait,
+    cancel, get, get_all, get_all_timeout, get_timeout, nodes, pending_reason, put, put_with, wait,
 };
 pub use bytes::Bytes;
 pub use error::{Error, RemoteError, Result};

@@ -149,11 +149,10 @@ impl StoreFile {
                 ),
             ));
         }
-        let slab = match self
-            .sink
-            .take()
-            .expect("a store file has a sink until finished")
-        {
+        let Some(sink) = self.sink.take() else {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        };
+        let slab = match sink {
             Sink::File(mut w) => {
                 w.flush()?;
                 let file = w.into_inner().map_err(|e| e.into_error())?;
@@ -179,6 +178,25 @@ impl StoreFile {
             size: self.size as u64,
             object: self.id,
         })
+    }
+
+    /// The rest of the value (past what was written, up to the size announced), to be written
+    /// in place: the file's own memory, mapped. It counts as written.
+    pub fn rest_in_place(&mut self) -> std::io::Result<&mut [u8]> {
+        if let Some(Sink::File(_)) = self.sink {
+            let Some(Sink::File(w)) = self.sink.take() else {
+                unreachable!("matched above")
+            };
+            let file = w.into_inner().map_err(|e| e.into_error())?;
+            let len = HEADER_LEN + self.size;
+            self.sink = Some(Sink::Slab(Slab::mapped(file, &self.dir, self.id, len)?));
+        }
+        let Some(Sink::Slab(slab)) = self.sink.as_mut() else {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        };
+        let (from, to) = (HEADER_LEN + self.at, HEADER_LEN + self.size);
+        self.at = self.size;
+        Ok(slab.region(from, to))
     }
 
     /// [`finish`](Self::finish), and the stored value mapped for this process to read.

@@ -90,6 +90,29 @@ impl Slab {
         })
     }
 
+    /// A store file this process is writing (`file`, open for reading and writing) of `len`
+    /// bytes, holding `object` in `dir`, sized and mapped to be filled in place.
+    pub(crate) fn mapped(
+        file: File,
+        dir: &Path,
+        object: ObjectId,
+        len: usize,
+    ) -> std::io::Result<Self> {
+        file.set_len(len as u64)?;
+        let mut slab = Slab::new(file, dir, object, len)?;
+        // SAFETY: a temporary file of this process's, which nobody else opens.
+        slab.map = Some(unsafe { memmap2::MmapOptions::new().len(len).map_mut(&slab.file)? });
+        Ok(slab)
+    }
+
+    /// Bytes `from..to` of the file, to write in place (the slab is mapped).
+    pub(crate) fn region(&mut self, from: usize, to: usize) -> &mut [u8] {
+        &mut self
+            .map
+            .as_mut()
+            .expect("a slab written in place is mapped")[from..to]
+    }
+
     /// Now holds `object` (its value was stored under that name).
     pub(crate) fn holds(&mut self, object: ObjectId) {
         self.object = object;
