@@ -200,7 +200,9 @@ impl Disk {
             }
         }
         fs::rename(&tmp, &dst)?;
-        fs::remove_file(&src)?;
+        // Its writer may keep a mapping of the store file (for reuse), which would hold the
+        // memory the spill is meant to free.
+        release(&src);
         Ok(true)
     }
 
@@ -222,9 +224,9 @@ impl Disk {
     }
 }
 
-/// Deletes the freed store file at `path`, first releasing its pages when no process maps it
-/// as a reader: its writer may still hold a mapping of it (for reuse), which would otherwise
-/// keep the pages allocated after the name is gone.
+/// Deletes the store file at `path` (freed, or copied to the spill directory), first releasing
+/// its pages when no process maps it as a reader: its writer may still hold a mapping of it
+/// (for reuse), which would otherwise keep the pages allocated after the name is gone.
 ///
 /// The exclusive lock also keeps the writer out: it takes a freed file back (renames it) only
 /// under the same lock, so a file that is still under `path` once the lock is held has not been
@@ -407,6 +409,46 @@ mod tests {
         assert!(disk.free(ObjectId(9)).unwrap());
         assert_eq!(disk.clear().unwrap(), 1);
         assert!(!store.join(".free.9").exists());
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_spilled_copy_releases_the_memory_its_writer_maps() {
+        use std::os::unix::fs::MetadataExt;
+        // The store on tmpfs where there is one, the spill directory on the temp dir's disk.
+        let (root, store, spill) = dirs("spill-release");
+        let shm = Path::new("/dev/shm").join(format!(
+            "starling-disk-unit-{}-spill-release",
+            std::process::id()
+        ));
+        let store = if fs::create_dir_all(&shm).is_ok() {
+            shm.clone()
+        } else {
+            store
+        };
+        let copied = fs::metadata(&store).unwrap().dev() != fs::metadata(&spill).unwrap().dev();
+        let big = REUSE_MIN as usize;
+        let disk = Disk::new(store.clone(), spill.clone(), 0);
+        filled(&store.join("1"), big);
+        let writer = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(store.join("1"))
+            .unwrap();
+        let (_, spilled) = disk.maintain().unwrap();
+        assert_eq!(spilled, [ObjectId(1)]);
+        assert_eq!(fs::read(spill.join("1")).unwrap(), vec![7u8; big]);
+        if copied {
+            assert_eq!(
+                read_all(&writer),
+                vec![0u8; big],
+                "released under the writer"
+            );
+        } else {
+            // Moved by a rename: the same file, nothing to release.
+            assert_eq!(read_all(&writer), vec![7u8; big]);
+        }
+        let _ = fs::remove_dir_all(&shm);
         fs::remove_dir_all(root).unwrap();
     }
 }
