@@ -40,6 +40,11 @@ use starling_proto::ObjectId;
 /// How long a freed store file waits for its writer to reuse it before it is deleted.
 pub(crate) const FREE_TTL: Duration = Duration::from_secs(10);
 
+/// The most bytes of freed files waiting for reuse at once: past it the oldest go at once. A
+/// writer reuses only the few files it keeps (see `core::cluster::slabs`), so a workload that
+/// frees gigabytes of blocks a second would otherwise hold them all for [`FREE_TTL`].
+pub(crate) const FREE_KEEP_BYTES: u64 = 512 << 20;
+
 /// The store and spill directories of one node.
 #[derive(Debug)]
 pub(crate) struct Disk {
@@ -47,6 +52,14 @@ pub(crate) struct Disk {
     spill: PathBuf,
     cap: u64,
     moves: Mutex<()>,
+    /// Freed files waiting for reuse, oldest first (some may have been taken back since).
+    waiting: Mutex<Waiting>,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    files: std::collections::VecDeque<(ObjectId, u64)>,
+    bytes: u64,
 }
 
 /// One file found in a directory scan.
@@ -76,6 +89,7 @@ impl Disk {
             spill,
             cap,
             moves: Mutex::new(()),
+            waiting: Mutex::default(),
         }
     }
 
@@ -96,10 +110,19 @@ impl Disk {
         let _guard = self.moves.lock();
         let mut found = false;
         let store = self.store_path(id);
-        if fs::metadata(&store).is_ok_and(|m| m.len() >= REUSE_MIN)
-            && fs::rename(&store, self.store.join(free_name(id.0))).is_ok()
-        {
+        let len = fs::metadata(&store).map_or(0, |m| m.len());
+        if len >= REUSE_MIN && fs::rename(&store, self.store.join(free_name(id.0))).is_ok() {
             found = true;
+            let mut waiting = self.waiting.lock();
+            waiting.files.push_back((id, len));
+            waiting.bytes += len;
+            while waiting.bytes > FREE_KEEP_BYTES {
+                let Some((old, len)) = waiting.files.pop_front() else {
+                    break;
+                };
+                waiting.bytes -= len;
+                release(&self.store.join(free_name(old.0)));
+            }
         }
         for path in [store, self.spill_path(id)] {
             match fs::remove_file(&path) {
@@ -150,6 +173,26 @@ impl Disk {
             }
             release(&self.store.join(&e.name));
             waiting -= e.len;
+        }
+        // What waits now (files taken back since the last scan no longer count).
+        {
+            let mut w = self.waiting.lock();
+            w.files = freed
+                .iter()
+                .filter(|e| self.store.join(&e.name).exists())
+                .filter_map(|e| {
+                    Some((
+                        e.name
+                            .to_str()?
+                            .strip_prefix(FREE_PREFIX)?
+                            .parse()
+                            .ok()
+                            .map(ObjectId)?,
+                        e.len,
+                    ))
+                })
+                .collect();
+            w.bytes = w.files.iter().map(|f| f.1).sum();
         }
         let mut spilled_now = Vec::new();
         if memory > self.cap {
@@ -449,6 +492,26 @@ mod tests {
             assert_eq!(read_all(&writer), vec![7u8; big]);
         }
         let _ = fs::remove_dir_all(&shm);
+        fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn freed_files_past_the_waiting_bound_go_at_once_oldest_first() {
+        let (root, store, spill) = dirs("keep-bound");
+        let disk = Disk::new(store.clone(), spill, u64::MAX);
+        for id in [11, 12, 13] {
+            // Sparse: the length counts, no memory is used.
+            fs::File::create(store.join(id.to_string()))
+                .unwrap()
+                .set_len(FREE_KEEP_BYTES / 2)
+                .unwrap();
+        }
+        assert!(disk.free(ObjectId(11)).unwrap());
+        assert!(disk.free(ObjectId(12)).unwrap());
+        assert!(store.join(".free.11").exists() && store.join(".free.12").exists());
+        assert!(disk.free(ObjectId(13)).unwrap());
+        assert!(!store.join(".free.11").exists(), "the oldest goes past the bound");
+        assert!(store.join(".free.12").exists() && store.join(".free.13").exists());
         fs::remove_dir_all(root).unwrap();
     }
 }
