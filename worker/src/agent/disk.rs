@@ -510,7 +510,10 @@ mod tests {
         assert!(disk.free(ObjectId(12)).unwrap());
         assert!(store.join(".free.11").exists() && store.join(".free.12").exists());
         assert!(disk.free(ObjectId(13)).unwrap());
-        assert!(!store.join(".free.11").exists(), "the oldest goes past the bound");
+        assert!(
+            !store.join(".free.11").exists(),
+            "the oldest goes past the bound"
+        );
         assert!(store.join(".free.12").exists() && store.join(".free.13").exists());
         fs::remove_dir_all(root).unwrap();
     }
