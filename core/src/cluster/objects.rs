@@ -161,10 +161,11 @@ impl StoreFile {
                     .then(|| Slab::new(file, &self.dir, self.id, len).ok())
                     .flatten()
             }
-            Sink::Slab(mut slab) => {
+            // (A value written in place may be too small for its node to keep once freed.)
+            Sink::Slab(mut slab) => slabs::reusable(HEADER_LEN + self.size).then(|| {
                 slab.holds(self.id);
-                Some(slab)
-            }
+                slab
+            }),
         };
         std::fs::rename(&self.tmp, &self.path)?;
         self.done = true;
