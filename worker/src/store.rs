@@ -103,7 +103,6 @@ impl Blob {
 /// `NotFound` when the file is no longer the object its path names: it was freed (and is being
 /// reused) between the open and the lock.
 pub fn open_reader(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::MetadataExt;
     use std::os::unix::io::AsRawFd;
     let file = std::fs::File::open(path)?;
     // SAFETY: flock on a descriptor this function owns.
@@ -119,14 +118,36 @@ pub fn open_reader(path: &std::path::Path) -> std::io::Result<std::fs::File> {
         return Err(e);
     }
     // Locked: the file cannot be taken for reuse now. Is it still the one the path names?
-    let (opened, named) = (file.metadata()?, std::fs::metadata(path)?);
-    if (opened.dev(), opened.ino()) != (named.dev(), named.ino()) {
+    if !names(path, &file)? {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             format!("{} was replaced while it was opened", path.display()),
         ));
     }
     Ok(file)
+}
+
+/// Whether `path` names `file` (the same file on the same device); `NotFound` when it names
+/// nothing.
+pub fn names(path: &std::path::Path, file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let (opened, named) = (file.metadata()?, std::fs::metadata(path)?);
+    Ok((opened.dev(), opened.ino()) == (named.dev(), named.ino()))
+}
+
+/// Takes the exclusive `flock` of a store file if no process holds it (no reader maps the
+/// file); `false` otherwise. It lasts until [`unlock`] or the file is closed.
+pub fn try_lock_exclusive(file: &std::fs::File) -> bool {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a descriptor `file` owns.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Lets go of the `flock` this open file holds.
+pub fn unlock(file: &std::fs::File) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a descriptor `file` owns.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
 }
 
 impl Default for Blob {

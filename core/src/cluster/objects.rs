@@ -27,7 +27,8 @@ pub(crate) struct LocalStore {
 }
 
 impl LocalStore {
-    fn path(&self, id: ObjectId) -> PathBuf {
+    /// Where object `id`'s file is, once stored.
+    pub fn path(&self, id: ObjectId) -> PathBuf {
         self.dir.join(id.0.to_string())
     }
 
@@ -139,7 +140,6 @@ impl StoreFile {
     /// Renames the file into the store and returns its location; refused (and removed) if
     /// the bytes written are not the size it was opened for.
     pub fn finish(mut self) -> std::io::Result<ObjectLocation> {
-        use std::io::Write;
         if self.at != self.size {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -152,25 +152,22 @@ impl StoreFile {
         let Some(sink) = self.sink.take() else {
             return Err(std::io::ErrorKind::BrokenPipe.into());
         };
+        // Kept for reuse if its node will keep it once freed (a value written in place may
+        // be smaller).
+        let len = HEADER_LEN + self.size;
         let slab = match sink {
-            Sink::File(mut w) => {
-                w.flush()?;
+            Sink::File(w) => {
                 let file = w.into_inner().map_err(|e| e.into_error())?;
-                let len = HEADER_LEN + self.size;
                 slabs::reusable(len)
-                    .then(|| Slab::new(file, &self.dir, self.id, len).ok())
+                    .then(|| Slab::new(file, &self.dir, len).ok())
                     .flatten()
             }
-            // (A value written in place may be too small for its node to keep once freed.)
-            Sink::Slab(mut slab) => slabs::reusable(HEADER_LEN + self.size).then(|| {
-                slab.holds(self.id);
-                slab
-            }),
+            Sink::Slab(slab) => slabs::reusable(len).then_some(slab),
         };
         std::fs::rename(&self.tmp, &self.path)?;
         self.done = true;
         if let Some(slab) = slab {
-            slabs::keep(slab);
+            slabs::keep(slab, self.id);
         }
         Ok(ObjectLocation {
             node: NodeId(self.node),
@@ -184,13 +181,10 @@ impl StoreFile {
     /// The rest of the value (past what was written, up to the size announced), to be written
     /// in place: the file's own memory, mapped. It counts as written.
     pub fn rest_in_place(&mut self) -> std::io::Result<&mut [u8]> {
-        if let Some(Sink::File(_)) = self.sink {
-            let Some(Sink::File(w)) = self.sink.take() else {
-                unreachable!("matched above")
-            };
+        if let Some(Sink::File(w)) = self.sink.take_if(|s| matches!(s, Sink::File(_))) {
             let file = w.into_inner().map_err(|e| e.into_error())?;
             let len = HEADER_LEN + self.size;
-            self.sink = Some(Sink::Slab(Slab::mapped(file, &self.dir, self.id, len)?));
+            self.sink = Some(Sink::Slab(Slab::mapped(file, &self.dir, len)?));
         }
         let Some(Sink::Slab(slab)) = self.sink.as_mut() else {
             return Err(std::io::ErrorKind::BrokenPipe.into());

@@ -22,7 +22,6 @@
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -70,13 +69,8 @@ pub(crate) fn reusable(len: usize) -> bool {
 
 impl Slab {
     /// A store file this process has just written (`file`, open for reading and writing), of
-    /// `len` bytes, holding `object` in `dir`.
-    pub(crate) fn new(
-        file: File,
-        dir: &Path,
-        object: ObjectId,
-        len: usize,
-    ) -> std::io::Result<Self> {
+    /// `len` bytes, in `dir` ([`keep`] says which object it holds).
+    pub(crate) fn new(file: File, dir: &Path, len: usize) -> std::io::Result<Self> {
         let meta = file.metadata()?;
         Ok(Slab {
             file,
@@ -85,21 +79,16 @@ impl Slab {
             dev: meta.dev(),
             ino: meta.ino(),
             dir: dir.to_path_buf(),
-            object,
+            object: ObjectId(0),
             used: Instant::now(),
         })
     }
 
     /// A store file this process is writing (`file`, open for reading and writing) of `len`
-    /// bytes, holding `object` in `dir`, sized and mapped to be filled in place.
-    pub(crate) fn mapped(
-        file: File,
-        dir: &Path,
-        object: ObjectId,
-        len: usize,
-    ) -> std::io::Result<Self> {
+    /// bytes in `dir`, sized and mapped to be filled in place.
+    pub(crate) fn mapped(file: File, dir: &Path, len: usize) -> std::io::Result<Self> {
         file.set_len(len as u64)?;
-        let mut slab = Slab::new(file, dir, object, len)?;
+        let mut slab = Slab::new(file, dir, len)?;
         // SAFETY: a temporary file of this process's, which nobody else opens.
         slab.map = Some(unsafe { memmap2::MmapOptions::new().len(len).map_mut(&slab.file)? });
         Ok(slab)
@@ -111,11 +100,6 @@ impl Slab {
             .map
             .as_mut()
             .expect("a slab written in place is mapped")[from..to]
-    }
-
-    /// Now holds `object` (its value was stored under that name).
-    pub(crate) fn holds(&mut self, object: ObjectId) {
-        self.object = object;
     }
 
     /// Copies `bytes` to offset `at` of the file. The caller keeps within the length the
@@ -176,40 +160,16 @@ pub(crate) fn take(dir: &Path, len: usize, tmp: &Path) -> Option<Slab> {
         .filter(|&i| cache[i].cap >= len && cache[i].dir == dir)
         .collect();
     order.sort_by_key(|&i| (cache[i].cap, cache[i].used));
-    let mut dead = Vec::new();
-    let mut taken = None;
-    for i in order.into_iter().take(TAKE_LOOKS) {
+    // A slab whose file is not freed (its object is alive, or the file is gone: `keep` drops
+    // those) or is still read by some process is passed over.
+    let taken = order.into_iter().take(TAKE_LOOKS).find(|&i| {
         let slab = &cache[i];
         let freed = dir.join(free_name(slab.object.0));
-        match std::fs::metadata(&freed) {
-            Ok(m) if (m.dev(), m.ino()) == (slab.dev, slab.ino) => {
-                if claim(slab, &freed, tmp) {
-                    taken = Some(i);
-                    break;
-                }
-                // Read by some process still, or deleted by the node meanwhile.
-                if slab.is_gone() {
-                    dead.push(i);
-                }
-            }
-            // Not freed (its object is alive), or gone: `keep` drops the gone ones.
-            _ => {}
-        }
-    }
-    // Remove the dead and the taken (highest index first, so that each swap_remove moves
-    // an element no later removal names).
-    let mut remove = dead;
-    remove.extend(taken);
-    remove.sort_unstable_by(|a, b| b.cmp(a));
-    let mut out = None;
-    for i in remove {
-        let s = cache.swap_remove(i);
-        if Some(i) == taken {
-            out = Some(s);
-        }
-    }
+        std::fs::metadata(&freed).is_ok_and(|m| (m.dev(), m.ino()) == (slab.dev, slab.ino))
+            && claim(slab, &freed, tmp)
+    })?;
+    let mut s = cache.swap_remove(taken);
     drop(cache);
-    let mut s = out?;
     s.used = Instant::now();
     match s.prepare(len) {
         Ok(()) => Some(s),
@@ -223,20 +183,19 @@ pub(crate) fn take(dir: &Path, len: usize, tmp: &Path) -> Option<Slab> {
 /// Renames the freed file `freed` of `slab` to `tmp` under the file's exclusive lock: refused
 /// while any process maps it as a reader.
 fn claim(slab: &Slab, freed: &Path, tmp: &Path) -> bool {
-    let fd = slab.file.as_raw_fd();
-    // SAFETY: flock on the slab's own descriptor.
-    if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    use starling_worker::store::{try_lock_exclusive, unlock};
+    if !try_lock_exclusive(&slab.file) {
         return false;
     }
     let renamed = std::fs::rename(freed, tmp).is_ok();
-    // SAFETY: as above.
-    unsafe { libc::flock(fd, libc::LOCK_UN) };
+    unlock(&slab.file);
     renamed
 }
 
-/// Keeps `slab` (whose file now holds a stored value) for reuse, letting go of the slabs not
-/// used for a while and, past the cache's bounds, the least recently used.
-pub(crate) fn keep(mut slab: Slab) {
+/// Keeps `slab`, whose file now holds `object`'s stored value, for reuse, letting go of the
+/// slabs not used for a while and, past the cache's bounds, the least recently used.
+pub(crate) fn keep(mut slab: Slab, object: ObjectId) {
+    slab.object = object;
     slab.used = Instant::now();
     let mut cache = CACHE.lock();
     cache.retain(|s| s.used.elapsed() < IDLE);

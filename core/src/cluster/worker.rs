@@ -380,8 +380,7 @@ impl Pool {
                 Some(Some(LocalValue::Inline(b))) => return Some(b.clone()),
                 Some(Some(LocalValue::Stored)) => {
                     drop(r);
-                    let local = self.client.local_store()?;
-                    let path = local.dir.join(object.0.to_string());
+                    let path = self.client.local_store()?.path(object);
                     return Blob::map_object(&path, object.0, self.client.head_epoch()).ok();
                 }
                 Some(None) => return None,
@@ -1062,7 +1061,7 @@ impl Pool {
         drop(holds);
     }
 
-    /// What a task pipelined behind `spec` on this worker reads as its value.
+    /// What a task pipelined behind the one that ended as `outcome` reads as its value.
     fn local_value(&self, outcome: &Outcome) -> Option<LocalValue> {
         match outcome {
             Outcome::Inline(bytes) => Some(LocalValue::Inline(Blob::new(bytes.clone()))),

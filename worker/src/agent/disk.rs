@@ -29,6 +29,7 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -65,9 +66,8 @@ struct Waiting {
 /// One file found in a directory scan.
 struct Entry {
     object: Option<ObjectId>,
-    /// A freed file waiting to be reused (`.free.<id>`).
-    free: bool,
-    name: std::ffi::OsString,
+    /// For a freed file waiting to be reused (`.free.<id>`), the object it held.
+    freed: Option<ObjectId>,
     len: u64,
     mtime: SystemTime,
     /// When it was last renamed (for a freed file: when it was freed).
@@ -160,40 +160,33 @@ impl Disk {
     /// [`FREE_TTL`], and before any object is spilled, oldest first, while the store and they
     /// together are over the cap.
     pub(crate) fn maintain(&self) -> io::Result<(StoreUsage, Vec<ObjectId>)> {
-        let (mut freed, mut store): (Vec<Entry>, Vec<Entry>) =
-            scan(&self.store)?.into_iter().partition(|e| e.free);
+        let (mut freed, mut store): (Vec<Entry>, Vec<Entry>) = scan(&self.store)?
+            .into_iter()
+            .partition(|e| e.freed.is_some());
         let mut memory: u64 = store.iter().map(|e| e.len).sum();
         let mut waiting: u64 = freed.iter().map(|e| e.len).sum();
         freed.sort_by_key(|e| e.ctime);
         let now = SystemTime::now();
+        let mut released = 0;
         for e in &freed {
             let expired = now.duration_since(e.ctime).unwrap_or_default() >= FREE_TTL;
             if !expired && memory + waiting <= self.cap {
                 break;
             }
-            release(&self.store.join(&e.name));
+            if let Some(id) = e.freed {
+                release(&self.store.join(free_name(id.0)));
+            }
             waiting -= e.len;
+            released += 1;
         }
         // What waits now (files taken back since the last scan no longer count).
-        {
-            let mut w = self.waiting.lock();
-            w.files = freed
+        *self.waiting.lock() = Waiting {
+            files: freed[released..]
                 .iter()
-                .filter(|e| self.store.join(&e.name).exists())
-                .filter_map(|e| {
-                    Some((
-                        e.name
-                            .to_str()?
-                            .strip_prefix(FREE_PREFIX)?
-                            .parse()
-                            .ok()
-                            .map(ObjectId)?,
-                        e.len,
-                    ))
-                })
-                .collect();
-            w.bytes = w.files.iter().map(|f| f.1).sum();
-        }
+                .filter_map(|e| Some((e.freed?, e.len)))
+                .collect(),
+            bytes: waiting,
+        };
         let mut spilled_now = Vec::new();
         if memory > self.cap {
             // Oldest first; ties broken by id so the order is deterministic.
@@ -275,27 +268,30 @@ impl Disk {
 /// under the same lock, so a file that is still under `path` once the lock is held has not been
 /// taken, and cannot be while its pages are released.
 fn release(path: &Path) {
-    use std::os::unix::fs::MetadataExt;
+    use crate::store::{names, try_lock_exclusive};
     use std::os::unix::io::AsRawFd;
     if let Ok(file) = fs::OpenOptions::new().write(true).open(path) {
-        let fd = file.as_raw_fd();
-        // SAFETY: flock on a descriptor this function owns.
-        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
-        let same = |a: &fs::Metadata, b: &fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
-        if let (true, Ok(opened), Ok(named)) = (locked, file.metadata(), fs::metadata(path)) {
-            if same(&opened, &named) {
-                // SAFETY: as above; the range is the whole file.
-                unsafe {
-                    libc::fallocate(
-                        fd,
-                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                        0,
-                        opened.len() as libc::off_t,
-                    );
+        if try_lock_exclusive(&file) {
+            match names(path, &file) {
+                Ok(true) => {
+                    if let Ok(meta) = file.metadata() {
+                        // SAFETY: fallocate on a descriptor this function owns; the whole file.
+                        unsafe {
+                            libc::fallocate(
+                                file.as_raw_fd(),
+                                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                                0,
+                                meta.len() as libc::off_t,
+                            );
+                        }
+                    }
+                    let _ = fs::remove_file(path);
+                    return;
                 }
-                let _ = fs::remove_file(path);
+                // Taken back by its writer since it was opened: not this one's to delete.
+                Ok(false) => return,
+                Err(_) => {}
             }
-            return;
         }
     }
     let _ = fs::remove_file(path);
@@ -310,14 +306,15 @@ fn scan(dir: &Path) -> io::Result<Vec<Entry>> {
         if !meta.is_file() {
             continue;
         }
-        use std::os::unix::fs::MetadataExt;
         let name = entry.file_name();
+        let name = name.to_str();
         let ctime = SystemTime::UNIX_EPOCH
             + Duration::new(meta.ctime().max(0) as u64, meta.ctime_nsec().max(0) as u32);
         out.push(Entry {
-            object: name.to_str().and_then(object_of),
-            free: name.to_str().is_some_and(|n| n.starts_with(FREE_PREFIX)),
-            name,
+            object: name.and_then(object_of),
+            freed: name
+                .and_then(|n| n.strip_prefix(FREE_PREFIX))
+                .and_then(object_of),
             len: meta.len(),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             ctime,
@@ -399,6 +396,15 @@ mod tests {
         fs::write(path, vec![7u8; len]).unwrap();
     }
 
+    /// The file at `path` as its writer keeps it (open for reading and writing, for reuse).
+    fn writer_of(path: &Path) -> fs::File {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
     fn read_all(mut f: &fs::File) -> Vec<u8> {
         use std::io::{Read, Seek};
         let mut v = Vec::new();
@@ -416,11 +422,7 @@ mod tests {
         filled(&store.join("6"), 100);
         filled(&store.join("7"), big);
         // The writer of 7 keeps it open (for reuse); a reader maps 5.
-        let writer = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(store.join("7"))
-            .unwrap();
+        let writer = writer_of(&store.join("7"));
         let reader = crate::store::open_reader(&store.join("5")).unwrap();
         for id in [5, 6, 7] {
             assert!(disk.free(ObjectId(id)).unwrap());
@@ -473,11 +475,7 @@ mod tests {
         let big = REUSE_MIN as usize;
         let disk = Disk::new(store.clone(), spill.clone(), 0);
         filled(&store.join("1"), big);
-        let writer = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(store.join("1"))
-            .unwrap();
+        let writer = writer_of(&store.join("1"));
         let (_, spilled) = disk.maintain().unwrap();
         assert_eq!(spilled, [ObjectId(1)]);
         assert_eq!(fs::read(spill.join("1")).unwrap(), vec![7u8; big]);
