@@ -8,7 +8,9 @@
 //! process, where nothing can be killed, through `kill` with restart), and `starling::actors()`
 //! listing an actor alive, then dead with its cause, and an async actor running 100 calls at
 //! once (and no more than its `max_concurrency`), and a threaded actor running 8 blocking calls
-//! at once on threads of their own (and no more than its `max_concurrency`). On a cluster also: a second driver process
+//! at once on threads of their own (and no more than its `max_concurrency`), and one caller's
+//! calls keeping their order when some go straight to the actor's worker and some take the
+//! head's way, and losing none when the actor's process dies under them. On a cluster also: a second driver process
 //! (this program, started again with `--second-driver`) finds a named actor and calls it, and
 //! the detached actor it makes outlives it while its other actor ends with it.
 
@@ -246,6 +248,62 @@ fn restart() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One caller's calls run in its order whichever way each goes: on a local cluster this driver
+/// also sends plain calls straight to the actor's worker (from its second call on), while a call
+/// with a ref argument takes the head's way, which holds it back until the calls sent straight
+/// before it ran. Killing the actor's process with 2,000 calls in flight loses none: they run
+/// on the restarted actor (a call whose value came back before the process died keeps it).
+fn straight_and_queued() -> anyhow::Result<()> {
+    let rt = starling::current().context("a runtime")?;
+    let c = Counter::options()
+        .max_restarts(1)
+        .max_task_retries(5)
+        .remote(0);
+    // The first call takes the head's way; the next ones may go straight.
+    ensure!(starling::get_timeout(&c.incr(0), LONG)? == 0);
+    let sent = rt.stats().direct_calls;
+    let mut n = 0;
+    for _ in 0..4 {
+        // Plain calls (straight), one with a ref argument (the head's way, held back until
+        // they ran), plain calls again (the head's way while that one has not settled).
+        let mut calls: Vec<_> = (0..200).map(|_| c.incr(1)).collect();
+        calls.push(c.incr(starling::put(1u64)?));
+        calls.extend((0..200).map(|_| c.incr(1)));
+        let got = starling::get_all_timeout(&calls, LONG)?;
+        ensure!(
+            got == (n + 1..=n + 401).collect::<Vec<u64>>(),
+            "calls sent straight and calls of the head's way ran out of order"
+        );
+        n += 401;
+    }
+    let straight = rt.stats().direct_calls - sent;
+    let local_cluster =
+        !IN_PROCESS.load(Ordering::Relaxed) && std::env::var_os("STARLING_HEAD").is_none();
+    if local_cluster {
+        ensure!(straight >= 800, "only {straight} calls went straight");
+    }
+    let pid = starling::get_timeout(&c.pid(), LONG)?;
+    let calls: Vec<_> = (0..2_000).map(|_| c.incr(1)).collect();
+    if IN_PROCESS.load(Ordering::Relaxed) {
+        c.kill(false)?;
+    } else {
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()?;
+        ensure!(status.success(), "kill -9 {pid}");
+    }
+    let got = starling::get_all_timeout(&calls, LONG)?;
+    // Consecutive, but for one step down where the restarted actor took over.
+    let downs = got.windows(2).filter(|w| w[1] <= w[0]).count();
+    let ups = got.windows(2).filter(|w| w[1] == w[0] + 1).count();
+    ensure!(
+        downs <= 1 && ups + downs == got.len() - 1,
+        "calls in flight when the actor's process died were lost or ran out of order: {:?}",
+        got.windows(2).find(|w| w[1] != w[0] + 1)
+    );
+    Ok(())
+}
+
 /// An async actor runs 100 calls at once (each waits until all 100 are in progress: checked
 /// by its count, not by timing), and no more than its `max_concurrency` when that is set.
 fn async_actor() -> anyhow::Result<()> {
@@ -452,7 +510,7 @@ fn main() -> anyhow::Result<()> {
     }
     let rt = starling_examples::runtime_from_args()?;
     IN_PROCESS.store(rt.in_process, Ordering::Relaxed);
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 10] = [
         ("order_and_state", order_and_state),
         ("handle_in_a_task", handle_in_a_task),
         ("named", named),
@@ -462,6 +520,7 @@ fn main() -> anyhow::Result<()> {
         ("listed", listed),
         ("async_actor", async_actor),
         ("threaded_actor", threaded_actor),
+        ("straight_and_queued", straight_and_queued),
     ];
     starling_examples::run_checks(&checks)?;
     if !rt.in_process {

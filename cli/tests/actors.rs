@@ -7,7 +7,7 @@ mod harness;
 
 use harness::{run_example_alone, Cluster};
 
-const CHECKS: [&str; 9] = [
+const CHECKS: [&str; 10] = [
     "order_and_state",
     "handle_in_a_task",
     "named",
@@ -17,6 +17,7 @@ const CHECKS: [&str; 9] = [
     "listed",
     "async_actor",
     "threaded_actor",
+    "straight_and_queued",
 ];
 
 /// Checks that need other processes to join the runtime: not in-process.

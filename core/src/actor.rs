@@ -344,6 +344,7 @@ pub fn store_state<A: Send + 'static>(state: A) -> std::result::Result<(), Invok
         .lock()
         .get_or_insert_with(HashMap::new)
         .insert((owner, actor), (worker, state));
+    crate::cluster::worker::actor_made(owner, actor);
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::{JobId, NodeId, ObjectId, ResourceSet, TaskId};
+use crate::{JobId, NodeId, ObjectId, ResourceSet, TaskId, WorkerId};
 
 /// The registered name of a remote function: `module::path::name#signature-hash`.
 ///
@@ -394,6 +394,10 @@ pub struct TaskExtras {
     pub env: TaskEnv,
     /// Whether it creates or calls an actor.
     pub actor: ActorRole,
+    /// For an actor call: the worker its caller also sent it to directly (its actor's worker
+    /// then, as the caller saw it). The head hands it to no worker itself while the actor
+    /// lives on that worker; the worker reports it as any call.
+    pub direct: Option<WorkerId>,
 }
 
 /// What [`Extras`] reads as when it holds nothing.
@@ -408,6 +412,7 @@ static DEFAULT_EXTRAS: TaskExtras = TaskExtras {
     max_concurrency: 0,
     env: TaskEnv(None),
     actor: ActorRole::None,
+    direct: None,
 };
 
 impl TaskExtras {
@@ -426,6 +431,7 @@ impl TaskExtras {
             max_concurrency,
             env,
             actor,
+            direct,
         } = self;
         !retry_exceptions
             && retry_on.is_empty()
@@ -437,6 +443,7 @@ impl TaskExtras {
             && *max_concurrency <= 1
             && env.is_empty()
             && *actor == ActorRole::None
+            && direct.is_none()
     }
 }
 

@@ -11,6 +11,7 @@ use prost::Message;
 use crate::{
     pb, ActorOptions, ActorRole, Extras, FailureKind, JobId, NodeId, ObjectId, RemoteError,
     ResourceSet, SchedulingStrategy, TaskArg, TaskEnv, TaskExtras, TaskFailure, TaskId, TaskSpec,
+    WorkerId,
 };
 
 /// Bytes that do not decode into the expected message.
@@ -116,6 +117,7 @@ impl From<TaskSpec> for pb::TaskSpec {
                 ActorRole::Call(a) => a.0,
                 _ => 0,
             },
+            direct_worker: x.direct.map_or(0, |w| w.0),
         }
     }
 }
@@ -198,6 +200,7 @@ impl TryFrom<pb::TaskSpec> for TaskSpec {
                         ))
                     }
                 },
+                direct: (t.direct_worker != 0).then_some(WorkerId(t.direct_worker)),
             }),
         })
     }
@@ -366,6 +369,7 @@ mod tests {
                 max_concurrency: 4,
                 env: TaskEnv::new([("PATH".into(), "/x".into())]),
                 actor: ActorRole::Call(TaskId(3)),
+                direct: Some(WorkerId(6)),
             }),
         }
     }
@@ -383,6 +387,7 @@ mod tests {
         assert_eq!(back.extras.retry_on, t.extras.retry_on);
         assert_eq!(back.extras.contained, t.extras.contained);
         assert_eq!(back.extras.returns, 3);
+        assert_eq!(back.extras.direct, Some(WorkerId(6)));
         assert_eq!(
             (back.max_retries, back.extras.retry_exceptions, back.attempt),
             (3, true, 1)

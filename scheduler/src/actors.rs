@@ -114,6 +114,12 @@ pub(crate) struct Actor {
     pub restarts: u32,
     /// Calls not yet handed to the worker, in the order they were submitted.
     pub calls: VecDeque<TaskId>,
+    /// Calls their caller also sent straight to a worker of the actor (`TaskExtras::direct`),
+    /// not yet counted as running there, in the order they were submitted.
+    pub direct: VecDeque<TaskId>,
+    /// Whether any call was sent straight to it: only then may a queued call have to wait for
+    /// its caller's calls sent straight.
+    pub straight: bool,
     /// Calls handed to the worker and not finished.
     pub running: usize,
     pub served: u64,
@@ -192,6 +198,8 @@ pub(crate) fn on_create(
             state: ActorState::PendingCreation,
             restarts: 0,
             calls: VecDeque::new(),
+            direct: VecDeque::new(),
+            straight: false,
             running: 0,
             served: 0,
             no_restart: false,
@@ -217,6 +225,11 @@ pub(crate) fn on_call(core: &mut Core, spec: &starling_proto::TaskSpec) -> Resul
                 actor,
                 cause: cause.clone(),
             }),
+            _ if spec.extras.direct.is_some() => {
+                a.straight = true;
+                a.direct.push_back(spec.id);
+                Ok(())
+            }
             _ => {
                 a.calls.push_back(spec.id);
                 Ok(())
@@ -254,6 +267,38 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
     if core.workers.get(&worker).is_none_or(|w| w.draining) {
         return;
     }
+    // Calls their caller sent straight to this worker run there already, in their caller's
+    // order, whatever waits ahead of them (calls of other callers may pass each other, as in
+    // Ray). Ones sent to an earlier worker of the actor (gone) take the queue's way.
+    while let Some(call) = a.direct.pop_front() {
+        let Some(entry) = core.tasks.get_mut(&call) else {
+            continue;
+        };
+        if entry.state != TaskState::Queued {
+            continue;
+        }
+        if entry.spec.extras.direct != Some(worker) {
+            // Ahead of its caller's later calls queued meanwhile.
+            let session = starling_proto::session_of(call.0);
+            let at = a
+                .calls
+                .iter()
+                .position(|c| starling_proto::session_of(c.0) == session && *c > call)
+                .unwrap_or(a.calls.len());
+            a.calls.insert(at, call);
+            continue;
+        }
+        entry.started =
+            core.events
+                .running(entry.spec.job, entry.event, node, worker, entry.started);
+        a.running += 1;
+        entry.state = TaskState::Running { node, worker };
+        core.workers
+            .get_mut(&worker)
+            .expect("checked above")
+            .tasks
+            .push_back(call);
+    }
     // An async actor has at most `max_concurrency` calls in flight; a sync one takes all its
     // ready calls at once (it runs them one by one, in order).
     let cap = match a.options.max_concurrency {
@@ -272,6 +317,31 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
         if entry.state != TaskState::Queued {
             return;
         }
+        // Not before its caller's calls sent straight to the worker are done (the worker runs
+        // those as they come, and this one as it comes).
+        let session = starling_proto::session_of(call.0);
+        let sent_straight = |t: &TaskId| {
+            starling_proto::session_of(t.0) == session
+                && core
+                    .tasks
+                    .get(t)
+                    .is_some_and(|e| e.spec.extras.direct == Some(worker))
+        };
+        if a.straight
+            && (a
+                .direct
+                .iter()
+                .any(|t| starling_proto::session_of(t.0) == session)
+                || core
+                    .workers
+                    .get(&worker)
+                    .is_some_and(|w| w.tasks.iter().any(sent_straight)))
+        {
+            return;
+        }
+        let Some(entry) = core.tasks.get_mut(&call) else {
+            return;
+        };
         a.calls.pop_front();
         // A sync actor runs its calls one at a time: a call behind another runs once that
         // one ends (see `reactor::started_next`).
@@ -292,6 +362,43 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
             .push_back(call);
         t.dispatch(node, worker, &entry.spec, &[]);
     }
+}
+
+/// `worker` reports `task`, a call its caller sent it directly, before the scheduler counted
+/// the call as running there (the report overtook the actor's creation, as the scheduler saw
+/// it, or the dispatch that would have counted it): it is counted now, so the report is
+/// taken. Does nothing for any other task.
+pub fn direct_report(core: &mut Core, worker: WorkerId, task: TaskId) {
+    let Some(entry) = core.tasks.get_mut(&task) else {
+        return;
+    };
+    let (ActorRole::Call(actor), Some(to)) = (&entry.spec.extras.actor, entry.spec.extras.direct)
+    else {
+        return;
+    };
+    if to != worker || entry.state != TaskState::Queued {
+        return;
+    }
+    let Some(a) = core.actors.get_mut(actor) else {
+        return;
+    };
+    let Some(pos) = a.direct.iter().position(|c| *c == task) else {
+        return;
+    };
+    let Some(w) = core.workers.get_mut(&worker) else {
+        return;
+    };
+    if w.actor != Some(*actor) {
+        return;
+    }
+    a.direct.remove(pos);
+    let node = core.nodes[w.node].id;
+    entry.started = core
+        .events
+        .running(entry.spec.job, entry.event, node, worker, entry.started);
+    a.running += 1;
+    entry.state = TaskState::Running { node, worker };
+    w.tasks.push_back(task);
 }
 
 /// The creation task of `actor` finished on `worker` of `node` with a value: the actor is
@@ -334,11 +441,11 @@ pub(crate) fn on_call_done(core: &mut Core, t: &mut impl Transport, actor: TaskI
     if ok {
         a.served += 1;
     }
-    if a.options.max_concurrency > 0 && !a.calls.is_empty() {
-        // A place in flight opened.
+    if !a.calls.is_empty() {
+        // A place in flight opened, or a call waited for its caller's calls sent straight.
         core.actors_to_dispatch.push(actor);
     }
-    if a.orphaned && a.running == 0 && a.calls.is_empty() {
+    if a.orphaned && a.running == 0 && a.calls.is_empty() && a.direct.is_empty() {
         kill(core, t, actor, true, "its handles were all dropped");
     }
 }
@@ -392,7 +499,7 @@ fn die(core: &mut Core, t: &mut impl Transport, actor: TaskId, cause: String) {
         core.dead_actors.push_back(actor);
     }
     a.state = ActorState::Dead(cause.clone());
-    let mut doomed: Vec<TaskId> = a.calls.drain(..).collect();
+    let mut doomed: Vec<TaskId> = a.direct.drain(..).chain(a.calls.drain(..)).collect();
     a.running = 0;
     if core.actor_names.get(&a.options.name) == Some(&actor) {
         core.actor_names.remove(&a.options.name);
@@ -470,7 +577,7 @@ pub(crate) fn on_object_freed(core: &mut Core, t: &mut impl Transport, object: O
         return;
     }
     a.orphaned = true;
-    if a.running == 0 && a.calls.is_empty() {
+    if a.running == 0 && a.calls.is_empty() && a.direct.is_empty() {
         kill(core, t, actor, true, "its handles were all dropped");
     }
 }

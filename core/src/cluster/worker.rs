@@ -31,6 +31,8 @@ use crate::runtime::exec::{self, Invoked, Started};
 use crate::runtime::lane::{Lane, Signal};
 use crate::runtime::Runtime;
 
+pub(crate) mod direct;
+
 /// Runs before `main` (Linux: an `.init_array` entry). Does nothing unless this process was
 /// started as a worker, or as a `#[starling::job]` payload (see [`crate::job_fn`]).
 #[cfg(target_os = "linux")]
@@ -684,6 +686,16 @@ thread_local! {
     /// children still counts as short (and its children are pipelined to it).
     static BLOCKED: std::cell::Cell<(Option<std::time::Instant>, Duration)> =
         const { std::cell::Cell::new((None, Duration::ZERO)) };
+}
+
+/// The constructor of `actor` ran in this worker process (the backend at `owner`): its callers
+/// on this host may now send it calls straight (see [`direct`]; they send only calls that run
+/// one at a time: an async or threaded actor's run in the executor's lane, the head's way).
+pub(crate) fn actor_made(owner: usize, actor: TaskId) {
+    let Some(pool) = POOL.get() else { return };
+    if Arc::as_ptr(&pool.client) as usize == owner {
+        direct::listen(pool, actor);
+    }
 }
 
 /// The session handed this process a task: threads driving async tasks look at it.

@@ -714,6 +714,7 @@ impl Engine {
             objects: g.core.object_count() as u64,
             objects_freed: s.objects_freed,
             store_bytes: self.store.bytes_used(),
+            direct_calls: 0,
         }
     }
 

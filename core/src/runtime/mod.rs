@@ -677,6 +677,8 @@ pub(crate) fn prepare_call(
             },
             env: o.env,
             actor: o.actor,
+            // Set by a cluster client that also sends the call straight to its actor.
+            direct: None,
         }
         .into(),
     };
@@ -728,6 +730,9 @@ pub struct RuntimeStats {
     pub objects_freed: u64,
     /// Bytes of values in the object store.
     pub store_bytes: u64,
+    /// Actor calls this process also sent straight to their actor's worker (a local
+    /// cluster's driver does, from its second call of an actor on).
+    pub direct_calls: u64,
 }
 
 /// One node of a runtime, as [`nodes`](crate::nodes) reports it (like `ray.nodes()`).

@@ -106,6 +106,10 @@ pub struct TaskSpec {
     /// Set on a call of an actor's method: the actor (its creation task's id).
     #[prost(uint64, tag = "19")]
     pub actor_call: u64,
+    /// On an actor call its caller also sent straight to the actor's worker: that worker (0: none).
+    /// The head hands the call to no worker itself while the actor lives on that one.
+    #[prost(uint64, tag = "20")]
+    pub direct_worker: u64,
 }
 /// How an actor lives (Ray's actor options).
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -53,6 +53,7 @@ fn spec() -> TaskSpec {
                 detached: true,
                 max_concurrency: 1000,
             })),
+            direct: Some(crate::WorkerId(5)),
         }
         .into(),
     }

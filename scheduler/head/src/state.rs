@@ -1499,10 +1499,18 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             let object = ObjectId::from(task);
             // Keep the value only if the task still runs there (not cancelled meanwhile, nor
             // moved elsewhere after its node was declared lost).
-            let live = matches!(
-                st.core.task_state(task),
-                Some(starling_scheduler::TaskState::Running { worker, .. }) if *worker == w
-            );
+            let running_here = |st: &State| {
+                matches!(
+                    st.core.task_state(task),
+                    Some(starling_scheduler::TaskState::Running { worker, .. }) if *worker == w
+                )
+            };
+            let mut live = running_here(st);
+            if !live {
+                // A call its caller sent here directly may report before it was counted.
+                starling_scheduler::actors::direct_report(&mut st.core, w, task);
+                live = running_here(st);
+            }
             let outcome = match done.outcome {
                 Outcome::Inline(bytes) => {
                     let size = bytes.len() as u64;

@@ -241,6 +241,10 @@ fn random_op(rng: &mut Rng, base: u64) -> Made {
                                 },
                             )),
                         },
+                        // A call said to be sent straight to a worker: to one that exists or not.
+                        direct: rng
+                            .one_in(4)
+                            .then(|| starling_proto::WorkerId(rng.below(4) as u64)),
                     }
                     .into(),
                 }))

@@ -49,6 +49,7 @@ use crate::runtime::{exec, prepare_call, Config, NodeInfo, RuntimeStats};
 use starling_head::{ClientTx, HeadService};
 
 mod connect;
+mod direct;
 mod incoming;
 mod link;
 mod outbound;
@@ -134,6 +135,9 @@ pub(crate) struct Client {
     owned: Mutex<Option<Box<dyn Owned>>>,
     /// The tokio runtime this client created, if it created one (dropped last, off-thread).
     own_runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    /// A driver with its head in this process and a node store: actor calls that also go
+    /// straight to the actor's worker ([`direct`]).
+    direct: Option<direct::Direct>,
 }
 
 /// Where this client's operations go.
@@ -283,7 +287,10 @@ impl Client {
         runs: Option<crossbeam::channel::Sender<RunTask>>,
         rt: tokio::runtime::Handle,
     ) -> Arc<Client> {
+        let direct =
+            (matches!(sink, Sink::Local { .. }) && local.is_some()).then(direct::Direct::default);
         let client = Arc::new(Client {
+            direct,
             addr: addr.to_string(),
             creds,
             sink,
@@ -576,7 +583,11 @@ impl Client {
             }
             Ok((spec, keep)) => {
                 self.in_flight.fetch_add(returns, Ordering::Relaxed);
-                self.send(ClientOp::Submit(spec));
+                if matches!(spec.extras.actor, starling_proto::ActorRole::Call(_)) {
+                    self.submit_call(spec);
+                } else {
+                    self.send(ClientOp::Submit(spec));
+                }
                 drop(keep);
             }
             Err(failure) => fail_all(failure),
@@ -676,6 +687,7 @@ impl Client {
             }
         }
         let settled = self.store.remove(id);
+        self.forget_direct(id, settled);
         if !settled && !adopted && self.is_own(id) {
             // A result released before it came: the head sends it no more.
             let _ = self
@@ -716,7 +728,12 @@ impl Client {
     }
 
     pub fn wait_object(&self, id: ObjectId, deadline: Option<Instant>) -> Result<Blob> {
-        wait::wait_one(&self.store, id, deadline, &Hooks::new(self, &[id]))
+        let ids = [id];
+        let hooks = Hooks::new(self, &ids);
+        if self.direct.is_some() && !self.store.is_settled(id) {
+            self.wait_direct(id, hooks.spin());
+        }
+        wait::wait_one(&self.store, id, deadline, &hooks)
     }
 
     pub fn wait_many(
@@ -782,6 +799,7 @@ impl Client {
             objects: s.objects,
             objects_freed: 0,
             store_bytes: self.store.bytes_used(),
+            direct_calls: self.direct.as_ref().map_or(0, |d| d.sent()),
         }
     }
 
