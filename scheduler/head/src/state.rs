@@ -1392,13 +1392,18 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
             {
                 return Err(bad(&format!("task id {} is already in use", spec.id)));
             }
+            // An actor call its caller also sent straight to the actor's worker is answered
+            // from there, or the caller subscribes when told to ask here.
+            let pushed = spec.extras.direct.is_none();
             for ret in spec.return_objects() {
                 conn.add_handle(ret);
                 // The submitter gets the result pushed when it settles (no request needed).
-                st.out
-                    .subscribers
-                    .get_or_insert_with(ret, Subscribers::default)
-                    .push(client);
+                if pushed {
+                    st.out
+                        .subscribers
+                        .get_or_insert_with(ret, Subscribers::default)
+                        .push(client);
+                }
             }
             reactor::on_submit(&mut st.core, &mut st.out, spec);
         }

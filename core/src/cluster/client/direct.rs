@@ -81,6 +81,39 @@ struct Channel {
     readers: AtomicUsize,
     quiet: parking_lot::Condvar,
     quiet_lock: Mutex<()>,
+    /// Calls written (or queued) and answers read: while some are unanswered, a new call waits
+    /// in the writer's queue for the next answer (or a batch's worth of calls), so calls made
+    /// in a row go out together; a call made when none is unanswered goes out at once.
+    calls: AtomicU64,
+    answers: AtomicU64,
+    /// Calls wait in the writer's queue, for whoever reads the next answer to send.
+    unflushed: AtomicBool,
+}
+
+/// How many unanswered calls a call may wait in the writer's queue behind.
+const BATCH: u64 = 64;
+
+impl Channel {
+    /// Sends (or queues, see [`Channel::calls`]) one call.
+    fn send(&self, call: HeadBatch) {
+        let before = self.calls.fetch_add(1, Ordering::SeqCst);
+        if !self.out.queue(call) {
+            // Another thread writes, or owes a flush that takes this call too.
+            return;
+        }
+        self.unflushed.store(true, Ordering::SeqCst);
+        let unanswered = before - self.answers.load(Ordering::SeqCst).min(before);
+        if unanswered == 0 || unanswered >= BATCH {
+            self.flush();
+        }
+    }
+
+    /// Writes what waits in the writer's queue.
+    fn flush(&self) {
+        if self.unflushed.swap(false, Ordering::SeqCst) {
+            self.out.drain();
+        }
+    }
 }
 
 impl Client {
@@ -141,7 +174,7 @@ impl Client {
         direct.sent.fetch_add(1, Ordering::Relaxed);
         // The head hears of the call before the worker can report it.
         self.send(ClientOp::Submit(spec));
-        channel.out.send(HeadBatch {
+        channel.send(HeadBatch {
             ops: vec![HeadOp::Run(run)],
         });
     }
@@ -208,6 +241,9 @@ impl Client {
             reader: Mutex::new(reader),
             fd,
             open: AtomicBool::new(true),
+            calls: AtomicU64::new(0),
+            answers: AtomicU64::new(0),
+            unflushed: AtomicBool::new(false),
             readers: AtomicUsize::new(0),
             quiet: parking_lot::Condvar::new(),
             quiet_lock: Mutex::new(()),
@@ -229,12 +265,16 @@ impl Client {
         loop {
             match reader.read_frame() {
                 Ok(Some((VALUE, payload))) if payload.len() >= 8 => {
+                    channel.answers.fetch_add(1, Ordering::SeqCst);
                     let object = ObjectId(u64::from_le_bytes(
                         payload[..8].try_into().expect("8 bytes"),
                     ));
                     self.answered(object, Some(payload[8..].to_vec()));
                 }
                 Ok(Some((ELSEWHERE, payload))) if payload.len() % 8 == 0 => {
+                    channel
+                        .answers
+                        .fetch_add(payload.len() as u64 / 8, Ordering::SeqCst);
                     for id in payload.chunks_exact(8) {
                         let object = ObjectId(u64::from_le_bytes(id.try_into().expect("8 bytes")));
                         self.answered(object, None);
@@ -243,25 +283,34 @@ impl Client {
                 _ => return false,
             }
             if !reader.has_buffered() && !readable(channel.fd) {
+                // Calls made meanwhile waited for this answer.
+                if channel.unflushed.load(Ordering::SeqCst) {
+                    channel.flush();
+                }
                 return true;
             }
         }
     }
 
     /// The answer to the call whose object is `object`: its value, or `None` when the head
-    /// tells its outcome.
+    /// tells its outcome (the head pushes a call sent straight only to those who ask).
     fn answered(&self, object: ObjectId, value: Option<Vec<u8>>) {
         let Some(direct) = &self.direct else { return };
         if direct.waiting.lock().remove(&object).is_none() {
             // Released meanwhile.
             return;
         }
-        if let Some(bytes) = value {
-            if self.store.put(object, Blob::new(bytes)) {
-                let _ = self
-                    .in_flight
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        match value {
+            Some(bytes) => {
+                if self.store.put(object, Blob::new(bytes)) {
+                    let _ =
+                        self.in_flight
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                                n.checked_sub(1)
+                            });
+                }
             }
+            None => self.send(ClientOp::Subscribe(object)),
         }
     }
 
@@ -308,11 +357,14 @@ impl Client {
             }
             self.store.is_settled(object)
         });
-        if channel.readers.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let settled = settled && self.store.is_settled(object);
+        // A waiter that goes on waiting hands the socket back to the channel's thread at once;
+        // one with its answer leaves it be (it looks again within its pause).
+        if channel.readers.fetch_sub(1, Ordering::AcqRel) == 1 && !settled {
             let _g = channel.quiet_lock.lock();
             channel.quiet.notify_all();
         }
-        settled && self.store.is_settled(object)
+        settled
     }
 
     /// `channel` (to `actor`) broke: its unanswered calls are the head's now (it runs them on
@@ -321,7 +373,7 @@ impl Client {
     fn channel_closed(&self, channel: &Arc<Channel>, actor: TaskId) {
         let Some(direct) = &self.direct else { return };
         let mut routes = direct.routes.lock();
-        let last = {
+        let mine: Vec<ObjectId> = {
             let mut waiting = direct.waiting.lock();
             let mine: Vec<ObjectId> = waiting
                 .iter()
@@ -331,7 +383,7 @@ impl Client {
             for o in &mine {
                 waiting.remove(o);
             }
-            mine.into_iter().max()
+            mine
         };
         if let Some(route) = routes.get_mut(&actor) {
             if route
@@ -341,13 +393,18 @@ impl Client {
             {
                 route.channel = None;
             }
-            if let Some(last) = last {
+            if let Some(&last) = mine.iter().max() {
                 let last = route.last_head.map_or(last, |h| h.max(last));
+                let mut heads = direct.heads.lock();
                 if let Some(old) = route.last_head.replace(last) {
-                    direct.heads.lock().remove(&old);
+                    heads.remove(&old);
                 }
-                direct.heads.lock().insert(last, actor);
+                heads.insert(last, actor);
             }
+        }
+        drop(routes);
+        if !mine.is_empty() {
+            self.send_many(mine.into_iter().map(ClientOp::Subscribe).collect());
         }
     }
 }

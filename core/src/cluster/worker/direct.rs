@@ -180,7 +180,8 @@ fn serve(pool: &Arc<Pool>, conn: UnixStream) {
                 if UNREPORTED.with(|u| u.borrow().due()) {
                     pool.report();
                 }
-                std::hint::spin_loop();
+                // Any other thread that can run goes first: this one only waits.
+                std::thread::yield_now();
             }
             if !came {
                 pool.report();
