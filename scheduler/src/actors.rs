@@ -18,11 +18,19 @@
 //! were on the worker are run again while they have retries left (`max_task_retries`), the
 //! others fail with `ActorDied`. A dead actor fails every call at once.
 //!
+//! A call its caller also sent straight to the actor's worker (`TaskExtras::direct`, see
+//! `starling::cluster::client::direct`) waits in `Actor::direct` instead of `calls` and is
+//! counted running on that worker as soon as the actor lives there, never handed over (the
+//! worker has it); sent to a worker the actor no longer has, it joins `calls` ahead of its
+//! caller's later calls. A queued call of a caller waits while that caller's calls sent
+//! straight have not run, so one caller's calls run in its order either way.
+//!
 //! # Invariants
 //! - A worker whose `actor` is set runs only that actor's creation task and calls; it is never
 //!   in an idle list, never pipelined to, never lends its CPUs.
 //! - An actor is `Alive` exactly while its creation task has finished and its worker is
-//!   registered; its calls are dispatched only then, in `calls` order.
+//!   registered; its calls are dispatched only then, in `calls` order; one caller's calls
+//!   (one session's ids) run in submission order, whichever way each reached the worker.
 //! - A call's task entry lives until it finishes or fails, like any task's; `calls` may hold
 //!   ids of calls already gone (cancelled), which the dispatcher skips.
 
