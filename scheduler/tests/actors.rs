@@ -458,3 +458,85 @@ fn only_the_latest_dead_actors_are_kept() {
         other => panic!("a call of a forgotten actor: {other:?}"),
     }
 }
+
+/// A call its caller also sent straight to `worker`.
+fn straight(id: u64, actor: u64, worker: u64) -> TaskSpec {
+    let mut spec = call(id, actor, Vec::new());
+    spec.extras.make_mut().direct = Some(WorkerId(worker));
+    spec
+}
+
+fn running_on(core: &Core, task_id: u64, worker: u64) -> bool {
+    matches!(
+        core.task_state(TaskId(task_id)),
+        Some(starling_scheduler::TaskState::Running { worker: w, .. }) if *w == WorkerId(worker)
+    )
+}
+
+fn settled(core: &Core, task_id: u64) -> bool {
+    matches!(
+        core.object_state(ObjectId(task_id)),
+        Some(ObjectState::Ready { .. })
+    )
+}
+
+#[test]
+fn calls_sent_straight_run_without_a_hand_over_and_hold_back_their_caller_s_queued_calls() {
+    let (mut core, mut t) = alive(options(0, 0));
+    on_submit(&mut core, &mut t, straight(11, A, 1));
+    on_submit(&mut core, &mut t, straight(12, A, 1));
+    // The same caller's next call takes the scheduler's way (ids 11..13: one session).
+    on_submit(&mut core, &mut t, call(13, A, Vec::new()));
+    assert_eq!(pass(&mut core, &mut t), [], "nothing handed over yet");
+    assert!(running_on(&core, 11, 1) && running_on(&core, 12, 1));
+    done(&mut core, &mut t, 1, 11);
+    assert_eq!(pass(&mut core, &mut t), [], "13 waits for 12");
+    done(&mut core, &mut t, 1, 12);
+    assert_eq!(pass(&mut core, &mut t), [(1, 13)]);
+    done(&mut core, &mut t, 1, 13);
+    assert!((11..=13).all(|id| settled(&core, id)));
+}
+
+#[test]
+fn a_call_sent_straight_may_be_reported_before_the_scheduler_saw_its_actor_made() {
+    let (mut core, mut t) = cluster();
+    on_submit(&mut core, &mut t, create(A, options(0, 0)));
+    assert_eq!(pass(&mut core, &mut t), [(1, A)]);
+    // The constructor ran and the worker answered the call before its creation was reported.
+    on_submit(&mut core, &mut t, straight(11, A, 1));
+    assert!(!running_on(&core, 11, 1));
+    starling_scheduler::actors::direct_report(&mut core, WorkerId(1), TaskId(11));
+    assert!(running_on(&core, 11, 1));
+    done(&mut core, &mut t, 1, 11);
+    assert!(settled(&core, 11));
+    done(&mut core, &mut t, 1, A);
+    assert!(matches!(state(&core, A), ActorState::Alive { .. }));
+    assert_eq!(pass(&mut core, &mut t), [], "not handed over after all");
+    // Another task's report on a worker is not taken for a call sent straight.
+    on_submit(&mut core, &mut t, call(12, A, Vec::new()));
+    starling_scheduler::actors::direct_report(&mut core, WorkerId(1), TaskId(12));
+    assert_eq!(pass(&mut core, &mut t), [(1, 12)]);
+}
+
+#[test]
+fn calls_sent_to_a_worker_the_actor_no_longer_has_run_on_its_next_one_in_order() {
+    let (mut core, mut t) = alive(options(1, 1));
+    on_submit(&mut core, &mut t, straight(11, A, 1));
+    on_submit(&mut core, &mut t, straight(12, A, 1));
+    on_worker_removed(&mut core, &mut t, WorkerId(1), "killed by signal 9");
+    // The caller had not noticed yet: one more sent to the dead worker, then one of the
+    // scheduler's way.
+    on_submit(&mut core, &mut t, straight(13, A, 1));
+    on_submit(&mut core, &mut t, call(14, A, Vec::new()));
+    assert_eq!(pass(&mut core, &mut t), [(2, A)], "restarted on worker 2");
+    done(&mut core, &mut t, 2, A);
+    assert_eq!(
+        pass(&mut core, &mut t),
+        [(2, 11), (2, 12), (2, 13), (2, 14)],
+        "run again (11, 12), or handed over (13), in their caller's order"
+    );
+    for id in 11..=14 {
+        done(&mut core, &mut t, 2, id);
+    }
+    assert!((11..=14).all(|id| settled(&core, id)));
+}
