@@ -293,7 +293,13 @@ fn straight_and_queued() -> anyhow::Result<()> {
         ensure!(status.success(), "kill -9 {pid}");
     }
     let got = starling::get_all_timeout(&calls, LONG)?;
-    // Consecutive, but for one step down where the restarted actor took over.
+    if IN_PROCESS.load(Ordering::Relaxed) {
+        // In process the killed actor's thread may finish calls beside the restarted actor
+        // (each call's first value is kept): only that none was lost is checked.
+        return Ok(());
+    }
+    // Consecutive, but for one step down where the restarted actor took over (the values the
+    // old process answered with are a prefix: it ran its calls in order).
     let downs = got.windows(2).filter(|w| w[1] <= w[0]).count();
     let ups = got.windows(2).filter(|w| w[1] == w[0] + 1).count();
     ensure!(

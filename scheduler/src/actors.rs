@@ -372,6 +372,21 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
     }
 }
 
+/// Whether a call of `actor` sent straight to `worker` can run there: the actor lives on that
+/// worker, or that worker runs its creation task now (it is being made or restarted there).
+/// Otherwise (dead, or on another worker: its caller has not seen it go yet) the call must take
+/// the queue's way only.
+pub fn takes_direct(core: &Core, actor: TaskId, worker: WorkerId) -> bool {
+    match core.actors.get(&actor).map(|a| &a.state) {
+        Some(ActorState::Alive { worker: w, .. }) => *w == worker,
+        Some(ActorState::PendingCreation | ActorState::Restarting) => matches!(
+            core.task_state(actor),
+            Some(TaskState::Running { worker: w, .. }) if *w == worker
+        ),
+        _ => false,
+    }
+}
+
 /// `worker` reports `task`, a call its caller sent it directly, before the scheduler counted
 /// the call as running there (the report overtook the actor's creation, as the scheduler saw
 /// it, or the dispatch that would have counted it): it is counted now, so the report is

@@ -540,3 +540,35 @@ fn calls_sent_to_a_worker_the_actor_no_longer_has_run_on_its_next_one_in_order()
     }
     assert!((11..=14).all(|id| settled(&core, id)));
 }
+
+#[test]
+fn a_call_is_taken_as_sent_straight_only_to_the_worker_the_actor_runs_on_now() {
+    use starling_scheduler::actors::takes_direct;
+    let (mut core, mut t) = cluster();
+    on_submit(&mut core, &mut t, create(A, options(1, 0)));
+    assert!(
+        !takes_direct(&core, TaskId(A), WorkerId(1)),
+        "not placed yet"
+    );
+    assert_eq!(pass(&mut core, &mut t), [(1, A)]);
+    assert!(
+        takes_direct(&core, TaskId(A), WorkerId(1)),
+        "being made there"
+    );
+    assert!(!takes_direct(&core, TaskId(A), WorkerId(2)));
+    done(&mut core, &mut t, 1, A);
+    assert!(takes_direct(&core, TaskId(A), WorkerId(1)), "alive there");
+    on_worker_removed(&mut core, &mut t, WorkerId(1), "killed by signal 9");
+    assert!(!takes_direct(&core, TaskId(A), WorkerId(1)), "gone");
+    assert_eq!(pass(&mut core, &mut t), [(2, A)]);
+    assert!(
+        takes_direct(&core, TaskId(A), WorkerId(2)),
+        "being made again there"
+    );
+    on_kill_actor(&mut core, &mut t, TaskId(A), true);
+    assert!(!takes_direct(&core, TaskId(A), WorkerId(2)), "dead");
+    assert!(
+        !takes_direct(&core, TaskId(99), WorkerId(2)),
+        "no such actor"
+    );
+}

@@ -68,6 +68,21 @@ impl HeadService {
         Ok(())
     }
 
+    /// Submits `spec`, an actor call the local driver `client` would also send straight to its
+    /// actor's worker; `true` if it may (see `Head::submit_direct`). Waits for room as
+    /// [`local_batch`](Self::local_batch) does.
+    pub fn local_submit_direct(
+        &self,
+        client: u64,
+        spec: starling_proto::TaskSpec,
+    ) -> Result<bool, Status> {
+        let (full, taken) = self.head.submit_direct(client, spec)?;
+        if full && tokio::runtime::Handle::try_current().is_err() {
+            self.head.room.wait_blocking();
+        }
+        Ok(taken)
+    }
+
     /// Ends a local session, releasing what it held.
     pub fn close_local_session(&self, client: u64, why: &str) {
         self.head.close_session(client, why)

@@ -883,11 +883,37 @@ impl Head {
     /// `Ok(true)`: the client is a driver that submitted while the head is past its limit of
     /// live tasks; its next batch must wait for room (`Room`).
     pub fn client_batch(&self, client: u64, ops: Vec<ClientOp>) -> Result<bool, Status> {
+        self.client_batch_then(client, ops, |_| ())
+            .map(|(full, ())| full)
+    }
+
+    /// Applies `spec`, an actor call that `client` (a driver in this process) would also send
+    /// straight to the worker `spec.extras.direct`; returns whether the driver is over its
+    /// limit of live tasks and whether the head took the call as sent straight (`false`: it
+    /// takes the queue's way, and the driver must not send it: the actor is dead, or no longer
+    /// on that worker).
+    pub fn submit_direct(&self, client: u64, spec: TaskSpec) -> Result<(bool, bool), Status> {
+        let task = spec.id;
+        self.client_batch_then(client, vec![ClientOp::Submit(spec)], |st| {
+            st.core
+                .task_spec(task)
+                .is_some_and(|s| s.extras.direct.is_some())
+        })
+    }
+
+    /// [`client_batch`](Self::client_batch), also returning what `then` reads of the state
+    /// after the ops were applied (under the same lock).
+    fn client_batch_then<R>(
+        &self,
+        client: u64,
+        ops: Vec<ClientOp>,
+        then: impl FnOnce(&State) -> R,
+    ) -> Result<(bool, R), Status> {
         let submits = ops.iter().any(|op| matches!(op, ClientOp::Submit(_)));
         let mut g = self.state.lock();
         let st = &mut *g;
         if st.stopping {
-            return Ok(false);
+            return Ok((false, then(st)));
         }
         let driver = st
             .out
@@ -902,10 +928,11 @@ impl Head {
             }
         }
         reactor::schedule(&mut st.core, &mut st.out);
+        let read = then(st);
         let out = self.take_outgoing(st);
         drop(g);
         out.send();
-        result.map(|()| submits && driver && self.room.is_full())
+        result.map(|()| (submits && driver && self.room.is_full(), read))
     }
 
     /// A client's stream ended: release what it held; a worker's running task is lost.
@@ -1359,6 +1386,18 @@ fn apply_client_op(st: &mut State, client: u64, op: ClientOp) -> Result<(), Stat
         ClientOp::Hello(_) => return Err(bad("a session says hello once")),
         ClientOp::Submit(mut spec) => {
             spec.job = job;
+            // A call sent straight to a worker: only a driver in this process sends them (to
+            // workers of this host), and only to the worker its actor runs on now; otherwise
+            // it takes the queue's way (and its caller, told so, does not send it).
+            if let (Some(w), starling_proto::ActorRole::Call(actor)) =
+                (spec.extras.direct, &spec.extras.actor)
+            {
+                if !matches!(conn.tx, ClientTx::Direct(_))
+                    || !starling_scheduler::actors::takes_direct(&st.core, *actor, w)
+                {
+                    spec.extras.make_mut().direct = None;
+                }
+            }
             // The job's environment, under the task's own variables (which win).
             if let Some(d) = st.out.jobs.get(&job).filter(|d| !d.env.is_empty()) {
                 let x = spec.extras.make_mut();

@@ -170,13 +170,43 @@ impl Client {
             args,
             gpu_ids: Vec::new(),
         };
+        // The head hears of the call before the worker can report it, and may refuse it as
+        // sent straight (the actor died or moved, which this channel has not shown yet).
+        if !self.submit_straight(spec) {
+            let mut heads = direct.heads.lock();
+            if let Some(old) = route.last_head.replace(object) {
+                heads.remove(&old);
+            }
+            heads.insert(object, actor);
+            return;
+        }
         direct.waiting.lock().insert(object, channel.clone());
         direct.sent.fetch_add(1, Ordering::Relaxed);
-        // The head hears of the call before the worker can report it.
-        self.send(ClientOp::Submit(spec));
         channel.send(HeadBatch {
             ops: vec![HeadOp::Run(run)],
         });
+    }
+
+    /// Submits `spec`, a call to send straight, to the head in this process; `false` if the
+    /// head takes it its own way (then it pushes the outcome here as for any call).
+    fn submit_straight(&self, spec: TaskSpec) -> bool {
+        let Sink::Local { head, client, open } = &self.sink else {
+            self.send(ClientOp::Submit(spec));
+            return false;
+        };
+        if !open.load(Ordering::Acquire) {
+            return false;
+        }
+        match head.local_submit_direct(*client, spec) {
+            Ok(taken) => taken,
+            Err(s) => {
+                self.close(Error::HeadLost {
+                    addr: self.addr.clone(),
+                    why: format!("refused: {}", s.message()),
+                });
+                false
+            }
+        }
     }
 
     /// The open channel to `actor`, connecting if this is not the first call and the actor

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use starling_proto::link::{self, FrameReader};
 use starling_proto::rpc::Wire;
 use starling_proto::session::{HeadBatch, HeadOp, Outcome, RunTask, TaskDone};
-use starling_proto::TaskId;
+use starling_proto::{ActorRole, TaskId};
 
 use super::{Pool, TaskHolds, UNREPORTED};
 
@@ -95,7 +95,7 @@ pub(super) fn listen(pool: &Arc<Pool>, actor: TaskId) {
                 let pool = pool.clone();
                 let _ = std::thread::Builder::new()
                     .name("starling-actor-call".into())
-                    .spawn(move || serve(&pool, conn));
+                    .spawn(move || serve(&pool, actor, conn));
             }
         });
 }
@@ -133,8 +133,9 @@ impl Replies {
     }
 }
 
-/// Serves one caller until it goes (or breaks the protocol).
-fn serve(pool: &Arc<Pool>, conn: UnixStream) {
+/// Serves one caller of `actor` until it goes (or breaks the protocol: sends anything but
+/// calls of this actor that run one at a time).
+fn serve(pool: &Arc<Pool>, actor: TaskId, conn: UnixStream) {
     let Ok(out) = conn.try_clone() else { return };
     // A caller that takes nothing for this long is gone.
     let _ = out.set_write_timeout(Some(link::WRITE_STALL_LIMIT));
@@ -164,7 +165,7 @@ fn serve(pool: &Arc<Pool>, conn: UnixStream) {
         return;
     }
     let fd = reader.socket().as_raw_fd();
-    loop {
+    'calls: loop {
         if !reader.has_buffered() && !readable(fd) {
             // Answers go out before any wait; reports to the head when due, or before sleeping.
             if replies.flush().is_err() {
@@ -195,7 +196,11 @@ fn serve(pool: &Arc<Pool>, conn: UnixStream) {
             _ => break,
         };
         for op in ops {
-            let HeadOp::Run(run) = op else { continue };
+            let HeadOp::Run(run) = op else { break 'calls };
+            let x = &run.spec.extras;
+            if x.actor != ActorRole::Call(actor) || x.max_concurrency > 1 {
+                break 'calls;
+            }
             call(pool, owner, worker, run, &mut replies);
         }
         if UNREPORTED.with(|u| u.borrow().due()) {
