@@ -205,6 +205,20 @@ fn failing_constructor() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Ends the process of `c` (whose pid is `pid`) as a crash would: `SIGKILL`; in process,
+/// where nothing can be killed, `kill` with restart.
+fn kill_process(c: &CounterHandle, pid: u32) -> anyhow::Result<()> {
+    if IN_PROCESS.load(Ordering::Relaxed) {
+        c.kill(false)?;
+    } else {
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()?;
+        ensure!(status.success(), "kill -9 {pid}");
+    }
+    Ok(())
+}
+
 fn restart() -> anyhow::Result<()> {
     // A call sent while the process dies is run again on the restarted actor.
     let c = Counter::options()
@@ -213,18 +227,7 @@ fn restart() -> anyhow::Result<()> {
         .remote(10);
     ensure!(starling::get_timeout(&c.incr(5), LONG)? == 15);
     let pid = starling::get_timeout(&c.pid(), LONG)?;
-    let die = || -> anyhow::Result<()> {
-        if IN_PROCESS.load(Ordering::Relaxed) {
-            c.kill(false)?;
-        } else {
-            let status = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status()?;
-            ensure!(status.success(), "kill -9 {pid}");
-        }
-        Ok(())
-    };
-    die()?;
+    kill_process(&c, pid)?;
     // Restarted: the constructor ran again, so the state is the constructor's.
     ensure!(
         starling::get_timeout(&c.get(), LONG)? == 10,
@@ -284,14 +287,7 @@ fn straight_and_queued() -> anyhow::Result<()> {
     }
     let pid = starling::get_timeout(&c.pid(), LONG)?;
     let calls: Vec<_> = (0..2_000).map(|_| c.incr(1)).collect();
-    if IN_PROCESS.load(Ordering::Relaxed) {
-        c.kill(false)?;
-    } else {
-        let status = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status()?;
-        ensure!(status.success(), "kill -9 {pid}");
-    }
+    kill_process(&c, pid)?;
     let got = starling::get_all_timeout(&calls, LONG)?;
     if IN_PROCESS.load(Ordering::Relaxed) {
         // In process the killed actor's thread may finish calls beside the restarted actor

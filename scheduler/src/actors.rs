@@ -300,12 +300,7 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
             core.events
                 .running(entry.spec.job, entry.event, node, worker, entry.started);
         a.running += 1;
-        entry.state = TaskState::Running { node, worker };
-        core.workers
-            .get_mut(&worker)
-            .expect("checked above")
-            .tasks
-            .push_back(call);
+        on_worker(&mut core.workers, entry, call, node, worker);
     }
     // An async actor has at most `max_concurrency` calls in flight; a sync one takes all its
     // ready calls at once (it runs them one by one, in order).
@@ -362,14 +357,25 @@ fn dispatch_one(core: &mut Core, t: &mut impl Transport, actor: TaskId) {
                 .assigned(entry.spec.job, entry.event, node, worker);
         }
         a.running += 1;
-        entry.state = TaskState::Running { node, worker };
-        core.workers
-            .get_mut(&worker)
-            .expect("checked above")
-            .tasks
-            .push_back(call);
+        on_worker(&mut core.workers, entry, call, node, worker);
         t.dispatch(node, worker, &entry.spec, &[]);
     }
+}
+
+/// `call` (its `entry`) runs on `worker` (known) of `node` now, after what that worker has.
+fn on_worker(
+    workers: &mut starling_proto::hash::IdMap<WorkerId, crate::core::WorkerState>,
+    entry: &mut crate::core::TaskEntry,
+    call: TaskId,
+    node: NodeId,
+    worker: WorkerId,
+) {
+    entry.state = TaskState::Running { node, worker };
+    workers
+        .get_mut(&worker)
+        .expect("a known worker")
+        .tasks
+        .push_back(call);
 }
 
 /// Whether a call of `actor` sent straight to `worker` can run there: the actor lives on that
