@@ -546,14 +546,8 @@ impl Pool {
             if !short || UNREPORTED.with(|u| u.borrow().due()) {
                 self.report();
             }
-            self.acquire();
-            let started = Instant::now();
             let mut args = TaskHolds::default();
-            let (function, done) = self.run_task(owner, worker, run, &mut args);
-            self.release();
-            if let Some(function) = function {
-                self.ran(function, started.elapsed());
-            }
+            let done = self.run_in_gate(owner, worker, run, &mut args);
             let nested = std::mem::take(&mut args.nested);
             UNREPORTED.with(|u| u.borrow_mut().push(done, nested));
             // Mapped arguments are unmapped only once the result is on its way: tearing down
@@ -770,6 +764,24 @@ pub(crate) fn sole_running_task() -> Option<starling_proto::TaskId> {
 }
 
 impl Pool {
+    /// Runs `run` alone in the gate (see [`Gate`]) and records how long its function took.
+    fn run_in_gate(
+        &self,
+        owner: usize,
+        worker: starling_proto::WorkerId,
+        run: RunTask,
+        holds: &mut TaskHolds,
+    ) -> TaskDone {
+        self.acquire();
+        let started = Instant::now();
+        let (function, done) = self.run_task(owner, worker, run, holds);
+        self.release();
+        if let Some(function) = function {
+            self.ran(function, started.elapsed());
+        }
+        done
+    }
+
     fn run_task(
         &self,
         owner: usize,

@@ -53,6 +53,18 @@ impl Direct {
     pub(super) fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
+
+    /// `object` (a call of `actor`, or `None`) is now `route`'s last call of the head's way:
+    /// later ones go straight only once it settled (kept findable by object in `heads`).
+    fn set_last_head(&self, route: &mut Route, actor: TaskId, object: Option<ObjectId>) {
+        let mut heads = self.heads.lock();
+        if let Some(old) = std::mem::replace(&mut route.last_head, object) {
+            heads.remove(&old);
+        }
+        if let Some(object) = object {
+            heads.insert(object, actor);
+        }
+    }
 }
 
 /// How this caller reaches one actor.
@@ -134,10 +146,8 @@ impl Client {
         let route = routes.entry(actor).or_default();
         route.calls = route.calls.saturating_add(1);
         let head_done = route.last_head.is_none_or(|o| self.store.is_settled(o));
-        if head_done {
-            if let Some(old) = route.last_head.take() {
-                direct.heads.lock().remove(&old);
-            }
+        if head_done && route.last_head.is_some() {
+            direct.set_last_head(route, actor, None);
         }
         let channel = if plain && head_done {
             self.channel(route, actor)
@@ -145,12 +155,7 @@ impl Client {
             None
         };
         let Some(channel) = channel else {
-            let mut heads = direct.heads.lock();
-            if let Some(old) = route.last_head.replace(object) {
-                heads.remove(&old);
-            }
-            heads.insert(object, actor);
-            drop(heads);
+            direct.set_last_head(route, actor, Some(object));
             drop(routes);
             self.send(ClientOp::Submit(spec));
             return;
@@ -173,11 +178,7 @@ impl Client {
         // The head hears of the call before the worker can report it, and may refuse it as
         // sent straight (the actor died or moved, which this channel has not shown yet).
         if !self.submit_straight(spec) {
-            let mut heads = direct.heads.lock();
-            if let Some(old) = route.last_head.replace(object) {
-                heads.remove(&old);
-            }
-            heads.insert(object, actor);
+            direct.set_last_head(route, actor, Some(object));
             return;
         }
         direct.waiting.lock().insert(object, channel.clone());
@@ -333,11 +334,7 @@ impl Client {
         match value {
             Some(bytes) => {
                 if self.store.put(object, Blob::new(bytes)) {
-                    let _ =
-                        self.in_flight
-                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                                n.checked_sub(1)
-                            });
+                    self.no_longer_in_flight();
                 }
             }
             None => self.send(ClientOp::Subscribe(object)),
@@ -425,11 +422,7 @@ impl Client {
             }
             if let Some(&last) = mine.iter().max() {
                 let last = route.last_head.map_or(last, |h| h.max(last));
-                let mut heads = direct.heads.lock();
-                if let Some(old) = route.last_head.replace(last) {
-                    heads.remove(&old);
-                }
-                heads.insert(last, actor);
+                direct.set_last_head(route, actor, Some(last));
             }
         }
         drop(routes);

@@ -109,24 +109,19 @@ impl Client {
 
     pub(super) fn receive_value(self: &Arc<Self>, v: ObjectValue) {
         let object = v.object;
-        let settle = || {
-            let _ = self
-                .in_flight
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        };
         match v.value {
             // A value answered straight by an actor's worker may have settled it already.
             Value::Inline(bytes) => {
                 if self.store.put(object, Blob::new(bytes)) {
-                    settle();
+                    self.no_longer_in_flight();
                 }
             }
             Value::Failure(failure) => {
-                settle();
+                self.no_longer_in_flight();
                 self.store.fail(object, Arc::new(failure));
             }
             Value::Location(location) => {
-                settle();
+                self.no_longer_in_flight();
                 let me = self.clone();
                 self.rt.spawn(async move {
                     let spill = me.local.as_ref().map(|l| l.spill_dir.clone());

@@ -690,13 +690,18 @@ impl Client {
         self.forget_direct(id, settled);
         if !settled && !adopted && self.is_own(id) {
             // A result released before it came: the head sends it no more.
-            let _ = self
-                .in_flight
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            self.no_longer_in_flight();
         }
         if !self.shut_down.load(Ordering::Relaxed) {
             self.send(ClientOp::Release(id));
         }
+    }
+
+    /// One result counted in `in_flight` came (or will not).
+    fn no_longer_in_flight(&self) {
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// This process made a ref group for `id` by decoding a ref: the head counts it as one more

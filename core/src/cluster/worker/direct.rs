@@ -219,14 +219,8 @@ fn call(
     run: RunTask,
     replies: &mut Replies,
 ) {
-    pool.acquire();
-    let started = Instant::now();
     let mut holds = TaskHolds::default();
-    let (function, done) = pool.run_task(owner, worker, run, &mut holds);
-    pool.release();
-    if let Some(function) = function {
-        pool.ran(function, started.elapsed());
-    }
+    let done = pool.run_in_gate(owner, worker, run, &mut holds);
     let nested = std::mem::take(&mut holds.nested);
     replies.add(&done, nested.iter().all(Vec::is_empty));
     UNREPORTED.with(|u| u.borrow_mut().push(done, nested));
